@@ -1,0 +1,139 @@
+import { parseArgs } from "node:util";
+import { monotonicFactory } from "ulid";
+import { issueApiKey } from "./api_keys.ts";
+import { createBrand, findBrandContext, setBrand } from "./brands.ts";
+import { type Config, loadConfig } from "./config.ts";
+import { openStores, type Stores } from "./stores.ts";
+import { openTokenCipher } from "./token_cipher.ts";
+
+const USAGE = `Usage: deno task admin <command>
+
+  brand create --name NAME [--shop DOMAIN] [--access-token TOKEN] [--beta]
+  brand set --brand ID [--beta on|off] [--integration connected|disconnected]
+  key issue --brand ID [--name LABEL]
+
+Each success prints one JSON object on stdout and exits 0; a failure prints a
+message on stderr and exits non-zero (2 for a usage error).`;
+
+class _UsageError extends Error {}
+
+/** A command: `parse` checks the arguments before any store is opened; `run` does the work. */
+interface _Command<T> {
+  parse(args: string[]): T;
+  run(stores: Stores, input: T, config: Config): Promise<unknown>;
+}
+
+function _command<T>(command: _Command<T>): _Command<T> {
+  return command;
+}
+
+// deno-lint-ignore no-explicit-any
+const _COMMANDS: Record<string, _Command<any>> = {
+  "brand create": _command({
+    parse(args) {
+      const { values } = _parse(args, {
+        name: { type: "string" },
+        shop: { type: "string" },
+        "access-token": { type: "string" },
+        beta: { type: "boolean" },
+      });
+      if (values.name === undefined) throw new _UsageError("--name is required");
+      return {
+        name: values.name as string,
+        shop: values.shop as string | undefined,
+        accessToken: values["access-token"] as string | undefined,
+        beta: values.beta === true,
+      };
+    },
+    async run(stores, input, config) {
+      const cipher = await openTokenCipher(stores.kv, config.tokenEncryptionKey);
+      const deps = { sql: stores.sql, newId: monotonicFactory(), now: () => new Date(), cipher };
+      return await createBrand(deps, input);
+    },
+  }),
+  "brand set": _command({
+    parse(args) {
+      const { values } = _parse(args, {
+        brand: { type: "string" },
+        beta: { type: "string" },
+        integration: { type: "string" },
+      });
+      if (values.brand === undefined) throw new _UsageError("--brand is required");
+      const beta = values.beta as string | undefined;
+      if (beta !== undefined && beta !== "on" && beta !== "off") {
+        throw new _UsageError("--beta takes on or off");
+      }
+      const integration = values.integration as "connected" | "disconnected" | undefined;
+      if (
+        integration !== undefined && integration !== "connected" && integration !== "disconnected"
+      ) {
+        throw new _UsageError("--integration takes connected or disconnected");
+      }
+      return {
+        brandId: values.brand as string,
+        beta: beta === undefined ? undefined : beta === "on",
+        integration,
+      };
+    },
+    async run(stores, input) {
+      return await setBrand({ sql: stores.sql, now: () => new Date() }, input);
+    },
+  }),
+  "key issue": _command({
+    parse(args) {
+      const { values } = _parse(args, { brand: { type: "string" }, name: { type: "string" } });
+      if (values.brand === undefined) throw new _UsageError("--brand is required");
+      return { brandId: values.brand as string, name: (values.name as string | undefined) ?? null };
+    },
+    async run(stores, input) {
+      if (!(await findBrandContext(stores.sql, input.brandId))) {
+        throw new Error(`no brand ${input.brandId}`);
+      }
+      const deps = { kv: stores.kv, now: () => new Date(), newId: monotonicFactory() };
+      const issued = await issueApiKey(deps, input);
+      return { id: issued.id, key: issued.key, prefix: issued.prefix };
+    },
+  }),
+};
+
+/** Runs one operator command against the stores `env` names; returns the process exit code. */
+export async function runAdmin(
+  argv: string[],
+  env: Record<string, string | undefined>,
+): Promise<number> {
+  const name = argv.slice(0, 2).join(" ");
+  const command = _COMMANDS[name];
+  if (!command) {
+    if (argv.length === 0 || argv[0] === "help" || argv[0] === "--help") {
+      console.log(USAGE);
+      return 0;
+    }
+    if (name === "orders import" || name === "subscriptions import") {
+      console.error(`error: ${name} is not available yet (it arrives with the commerce store)`);
+      return 1;
+    }
+    console.error(`error: unknown command: ${argv.join(" ")}\n\n${USAGE}`);
+    return 2;
+  }
+  let stores: Stores | undefined;
+  try {
+    const input = command.parse(argv.slice(2));
+    const config = loadConfig(env);
+    stores = await openStores(config, { serve: false });
+    console.log(JSON.stringify(await command.run(stores, input, config)));
+    return 0;
+  } catch (err) {
+    console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
+    return err instanceof _UsageError ? 2 : 1;
+  } finally {
+    await stores?.close();
+  }
+}
+
+function _parse(args: string[], options: Record<string, { type: "string" | "boolean" }>) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false });
+  } catch (err) {
+    throw new _UsageError(err instanceof Error ? err.message : String(err));
+  }
+}

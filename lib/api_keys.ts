@@ -1,0 +1,149 @@
+import { apiKeyByBrandKey, apiKeyByHashKey, apiKeyByIdKey } from "./kv_keys.ts";
+
+/** The literal prefix of every API key (spec section 5). */
+export const API_KEY_PREFIX = "svc_";
+
+const _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+// 30 base62 characters carry 178 bits of randomness; 6 more hold a CRC32 of them.
+const _RANDOM_CHARS = 30;
+const _CHECKSUM_CHARS = 6;
+const _KEY_PATTERN = new RegExp(
+  `^${API_KEY_PREFIX}[0-9A-Za-z]{${_RANDOM_CHARS + _CHECKSUM_CHARS}}$`,
+);
+// last_used_at is a hint, not an audit log: writing it on every request would double KV writes.
+const _LAST_USED_RESOLUTION_MS = 60_000;
+
+/** What KV stores for a key (never the plaintext; the KV key is the plaintext's SHA-256). */
+export interface ApiKeyRecord {
+  id: string;
+  brand: string;
+  prefix: string;
+  name: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+  expires_at: string | null;
+}
+
+/** Clock and id source for key operations. */
+export interface ApiKeyDeps {
+  kv: Deno.Kv;
+  now: () => Date;
+  newId: () => string;
+}
+
+/** Generates a plaintext key: `svc_` + 30 random base62 characters + a 6-character CRC32. */
+export function generateApiKey(): string {
+  let body = "";
+  while (body.length < _RANDOM_CHARS) {
+    for (const byte of crypto.getRandomValues(new Uint8Array(_RANDOM_CHARS))) {
+      // 248 = 4 * 62: rejecting larger bytes keeps every character equally likely.
+      if (byte < 248 && body.length < _RANDOM_CHARS) body += _ALPHABET[byte % 62];
+    }
+  }
+  return `${API_KEY_PREFIX}${body}${_checksum(body)}`;
+}
+
+/** True when the key has the `svc_` shape and its checksum matches (catches typos offline). */
+export function isWellFormedApiKey(key: string): boolean {
+  if (!_KEY_PATTERN.test(key)) return false;
+  const body = key.slice(API_KEY_PREFIX.length, API_KEY_PREFIX.length + _RANDOM_CHARS);
+  return key.endsWith(_checksum(body));
+}
+
+/** SHA-256 hex of a plaintext key: the only form in which a key is stored. */
+export async function hashApiKey(key: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Issues a key for a brand; the returned `key` is the only time the plaintext exists. */
+export async function issueApiKey(
+  deps: ApiKeyDeps,
+  input: { brandId: string; name?: string | null; expiresAt?: Date | null },
+): Promise<{ id: string; key: string; prefix: string; record: ApiKeyRecord }> {
+  const key = generateApiKey();
+  const hash = await hashApiKey(key);
+  const record: ApiKeyRecord = {
+    id: `key_${deps.newId()}`,
+    brand: input.brandId,
+    prefix: key.slice(0, API_KEY_PREFIX.length + 6),
+    name: input.name ?? null,
+    created_at: deps.now().toISOString(),
+    last_used_at: null,
+    revoked_at: null,
+    expires_at: input.expiresAt?.toISOString() ?? null,
+  };
+  const result = await deps.kv.atomic()
+    .check({ key: apiKeyByHashKey(hash), versionstamp: null })
+    .set(apiKeyByHashKey(hash), record)
+    .set(apiKeyByIdKey(record.id), hash)
+    .set(apiKeyByBrandKey(input.brandId, record.id), hash)
+    .commit();
+  if (!result.ok) throw new Error("API key collision; issue again");
+  return { id: record.id, key, prefix: record.prefix, record };
+}
+
+/**
+ * Resolves a presented key to its live record, or null when it is malformed, unknown, revoked or
+ * expired. Reads KV on every call, so a revocation applies to the very next request.
+ */
+export async function authenticateApiKey(
+  deps: Pick<ApiKeyDeps, "kv" | "now">,
+  key: string,
+): Promise<ApiKeyRecord | null> {
+  if (!isWellFormedApiKey(key)) return null;
+  const entry = await deps.kv.get<ApiKeyRecord>(apiKeyByHashKey(await hashApiKey(key)));
+  const record = entry.value;
+  const now = deps.now();
+  if (!record || record.revoked_at !== null) return null;
+  if (record.expires_at !== null && Date.parse(record.expires_at) <= now.getTime()) return null;
+  const lastUsed = record.last_used_at ? Date.parse(record.last_used_at) : 0;
+  if (now.getTime() - lastUsed >= _LAST_USED_RESOLUTION_MS) {
+    const touched = { ...record, last_used_at: now.toISOString() };
+    // Losing this race to a revocation must not resurrect the key: check the versionstamp.
+    await deps.kv.atomic().check(entry).set(entry.key, touched).commit();
+    return touched;
+  }
+  return record;
+}
+
+/** Revokes a brand's key by id; null when the brand has no such key. Idempotent. */
+export async function revokeApiKey(
+  deps: Pick<ApiKeyDeps, "kv" | "now">,
+  input: { brandId: string; keyId: string },
+): Promise<ApiKeyRecord | null> {
+  const hashEntry = await deps.kv.get<string>(apiKeyByBrandKey(input.brandId, input.keyId));
+  if (!hashEntry.value) return null;
+  while (true) {
+    const entry = await deps.kv.get<ApiKeyRecord>(apiKeyByHashKey(hashEntry.value));
+    if (!entry.value) return null;
+    if (entry.value.revoked_at !== null) return entry.value;
+    const revoked = { ...entry.value, revoked_at: deps.now().toISOString() };
+    const result = await deps.kv.atomic().check(entry).set(entry.key, revoked).commit();
+    if (result.ok) return revoked;
+  }
+}
+
+function _checksum(body: string): string {
+  let crc = _crc32(new TextEncoder().encode(body));
+  let out = "";
+  for (let i = 0; i < _CHECKSUM_CHARS; i++) {
+    out = _ALPHABET[crc % 62] + out;
+    crc = Math.floor(crc / 62);
+  }
+  return out;
+}
+
+let _crcTable: Uint32Array | undefined;
+
+function _crc32(bytes: Uint8Array): number {
+  _crcTable ??= Uint32Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  let crc = 0xffffffff;
+  for (const byte of bytes) crc = _crcTable[(crc ^ byte) & 0xff]! ^ (crc >>> 8);
+  return (crc ^ 0xffffffff) >>> 0;
+}

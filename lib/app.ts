@@ -1,0 +1,65 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { except } from "hono/combine";
+import { cors } from "hono/cors";
+import { requestId } from "hono/request-id";
+import { eventRoutes } from "../routes/events.ts";
+import { metaRoutes } from "../routes/meta.ts";
+import type { AppDeps, AppEnv } from "./app_env.ts";
+import { apiKeyAuth } from "./auth.ts";
+import { bodyLimit } from "./body_limit.ts";
+import { onError, onNotFound } from "./errors.ts";
+import { methodGuard } from "./method_guard.ts";
+import { newRouter } from "./openapi.ts";
+import { rateLimit } from "./rate_limit.ts";
+import { usageMeter } from "./usage.ts";
+
+// Routes under /cdp that do not take an API key (session tokens, or no credential at all).
+const _NOT_API_KEY_ROUTES = ["/cdp/ingest", "/cdp/keys", "/cdp/keys/*"];
+
+/** Builds the HTTP app over the given stores, clock and config. */
+export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
+  app.onError(onError);
+  app.notFound(onNotFound);
+  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    description: "An API key: `Authorization: Bearer svc_...`",
+  });
+
+  app.use(requestId({ generator: () => deps.newId() }));
+  app.use(cors({
+    origin: "*",
+    allowHeaders: ["Authorization", "Content-Type", "X-Request-Id"],
+    allowMethods: ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"],
+    exposeHeaders: [
+      "X-Request-Id",
+      "X-Next-Cursor",
+      "Retry-After",
+      "RateLimit-Limit",
+      "RateLimit-Remaining",
+      "RateLimit-Reset",
+    ],
+    maxAge: 600,
+  }));
+  app.use(methodGuard(app));
+  app.use(bodyLimit({ maxBytes: deps.config.maxBodyBytes }));
+  app.use(
+    "/cdp/*",
+    except(
+      _NOT_API_KEY_ROUTES,
+      apiKeyAuth(deps),
+      usageMeter(deps),
+      rateLimit({
+        kv: deps.kv,
+        now: deps.now,
+        policy: { name: "api", limit: deps.config.rateLimitPerMinute, windowMs: 60_000 },
+        subject: (c) => c.get("auth").keyId,
+      }),
+    ),
+  );
+
+  app.route("/", eventRoutes());
+  app.route("/", metaRoutes(deps, app));
+  return app;
+}

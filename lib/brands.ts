@@ -1,0 +1,154 @@
+import type { Sql } from "./db.ts";
+import { HttpError } from "./errors.ts";
+import type { TokenCipher } from "./token_cipher.ts";
+
+/** The permission that opens commerce, customer and insight routes. */
+export const BETA_COMMERCE = "beta:cdp-commerce";
+
+const _SHOP_DOMAIN = /^[a-z0-9][a-z0-9-]{0,62}\.myshopify\.com$/;
+
+/** Normalizes a shop domain (trim, lower-case) and returns it, or null if not `*.myshopify.com`. */
+export function parseShopDomain(input: string): string | null {
+  const domain = input.trim().toLowerCase();
+  return _SHOP_DOMAIN.test(domain) ? domain : null;
+}
+
+/** What the request pipeline needs to know about a brand. */
+export interface BrandContext {
+  brandId: string;
+  name: string;
+  /** The connected shop domain; null when the brand has no storefront integration. */
+  scope: string | null;
+  beta: boolean;
+  integration: { status: "connected" | "disconnected"; isEnabled: boolean } | null;
+}
+
+/** The operator view printed by `brand set`. */
+export interface BrandView {
+  id: string;
+  name: string;
+  shop: string | null;
+  beta: boolean;
+  integration: "connected" | "disconnected" | null;
+}
+
+/** Loads a brand with its scope, permission and integration state; null if it does not exist. */
+export async function findBrandContext(sql: Sql, brandId: string): Promise<BrandContext | null> {
+  const [row] = await sql<{
+    id: string;
+    name: string;
+    shop_domain: string | null;
+    status: "connected" | "disconnected" | null;
+    is_enabled: boolean | null;
+    beta: boolean;
+  }[]>`
+    select b.id, b.name, i.shop_domain, i.status, i.is_enabled,
+           exists (select 1 from brand_permissions p
+                   where p.brand_id = b.id and p.permission = ${BETA_COMMERCE}) as beta
+    from brands b
+    left join integrations i on i.brand_id = b.id and i.provider = 'shopify'
+    where b.id = ${brandId}`;
+  if (!row) return null;
+  return {
+    brandId: row.id,
+    name: row.name,
+    scope: row.shop_domain,
+    beta: row.beta,
+    integration: row.status ? { status: row.status, isEnabled: row.is_enabled ?? false } : null,
+  };
+}
+
+/** Dependencies of brand provisioning. */
+export interface BrandDeps {
+  sql: Sql;
+  newId: () => string;
+  now: () => Date;
+  cipher: TokenCipher;
+}
+
+/** Creates a brand, optionally connecting its shop and granting the commerce beta. */
+export async function createBrand(
+  deps: BrandDeps,
+  input: { name: string; shop?: string; accessToken?: string; beta?: boolean },
+): Promise<{ id: string; name: string; shop: string | null }> {
+  const name = input.name.trim();
+  if (name.length < 1 || name.length > 200) {
+    throw new HttpError(400, "bad_request", "name must be 1 to 200 characters");
+  }
+  const shop = input.shop === undefined ? null : parseShopDomain(input.shop);
+  if (input.shop !== undefined && shop === null) {
+    throw new HttpError(400, "bad_request", `not a *.myshopify.com shop domain: ${input.shop}`);
+  }
+  if (input.accessToken !== undefined && shop === null) {
+    throw new HttpError(400, "bad_request", "an access token needs a shop");
+  }
+  const ciphertext = input.accessToken === undefined
+    ? null
+    : await deps.cipher.encrypt(input.accessToken);
+  const id = deps.newId();
+  const now = deps.now();
+  await deps.sql.begin(async (tx) => {
+    await tx`insert into brands (id, name, created_at, updated_at)
+             values (${id}, ${name}, ${now}, ${now})`;
+    if (shop) {
+      const [taken] = await tx`select 1 from integrations where shop_domain = ${shop}`;
+      if (taken) throw new HttpError(409, "conflict", `shop ${shop} belongs to another brand`);
+      await tx`
+        insert into integrations (id, integration_id, brand_id, shop_domain, status, connected_at,
+                                  access_token_ciphertext, created_at, updated_at)
+        values (${deps.newId()}, ${crypto.randomUUID()}, ${id}, ${shop}, 'connected', ${now},
+                ${ciphertext}, ${now}, ${now})`;
+    }
+    if (input.beta) {
+      await tx`insert into brand_permissions (brand_id, permission, granted_at)
+               values (${id}, ${BETA_COMMERCE}, ${now})`;
+    }
+  });
+  return { id, name, shop };
+}
+
+/** Turns the commerce beta on or off and connects or disconnects the storefront integration. */
+export async function setBrand(
+  deps: Pick<BrandDeps, "sql" | "now">,
+  input: { brandId: string; beta?: boolean; integration?: "connected" | "disconnected" },
+): Promise<BrandView> {
+  const now = deps.now();
+  await deps.sql.begin(async (tx) => {
+    const [brand] = await tx`select id from brands where id = ${input.brandId} for update`;
+    if (!brand) throw new HttpError(404, "not_found", `no brand ${input.brandId}`);
+    if (input.beta === true) {
+      await tx`insert into brand_permissions (brand_id, permission, granted_at)
+               values (${input.brandId}, ${BETA_COMMERCE}, ${now})
+               on conflict do nothing`;
+    } else if (input.beta === false) {
+      await tx`delete from brand_permissions
+               where brand_id = ${input.brandId} and permission = ${BETA_COMMERCE}`;
+    }
+    if (input.integration) {
+      const updated = await tx`
+        update integrations
+        set status = ${input.integration},
+            connected_at = case when ${input.integration} = 'connected' and status <> 'connected'
+                                then ${now}::timestamptz else connected_at end,
+            updated_at = ${now}
+        where brand_id = ${input.brandId} and provider = 'shopify'`;
+      if (updated.count === 0) {
+        throw new HttpError(
+          400,
+          "bad_request",
+          "the brand has no storefront integration (create it with --shop)",
+        );
+      }
+    }
+    await tx`update brands set updated_at = ${now} where id = ${input.brandId}`;
+  });
+  const context = await findBrandContext(deps.sql, input.brandId);
+  if (!context) throw new HttpError(404, "not_found", `no brand ${input.brandId}`);
+  return {
+    id: context.brandId,
+    name: context.name,
+    shop: context.scope,
+    beta: context.beta,
+    integration: context.integration?.status ?? null,
+  };
+}

@@ -1,0 +1,66 @@
+import { z } from "zod";
+
+/** Environment variables the service and the CLI read (README: "Environment"). */
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8000),
+  DATABASE_URL: z.string().url().optional(),
+  DATA_DIR: z.string().min(1).default("./data"),
+  KV_PATH: z.string().min(1).optional(),
+  SHOPIFY_API_KEY: z.string().min(1).optional(),
+  SHOPIFY_API_SECRET: z.string().min(1).optional(),
+  SHOPIFY_ADMIN_ORIGIN: z.string().min(1).default("https://{shop}"),
+  SHOPIFY_API_VERSION: z.string().regex(/^\d{4}-\d{2}$/).default("2025-10"),
+  TOKEN_ENCRYPTION_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "base64 of 32 bytes")
+    .optional(),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1200),
+  MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  CURSOR_TTL_SECONDS: z.coerce.number().int().min(60).default(3600),
+});
+
+/** Validated service configuration. */
+export interface Config {
+  port: number;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  kvPath: string;
+  shopify: {
+    apiKey: string | undefined;
+    apiSecret: string | undefined;
+    adminOrigin: string;
+    apiVersion: string;
+  };
+  tokenEncryptionKey: string | undefined;
+  rateLimitPerMinute: number;
+  maxBodyBytes: number;
+  cursorTtlSeconds: number;
+}
+
+/** Builds the config from an environment map; throws a readable error naming bad variables. */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  // Empty strings mean "unset", as in a shell `FOO= deno task start`.
+  const cleaned = Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined && value !== ""),
+  );
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new Error(`invalid environment: ${problems.join("; ")}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.DATA_DIR,
+    kvPath: e.KV_PATH ?? `${e.DATA_DIR}/kv.sqlite3`,
+    shopify: {
+      apiKey: e.SHOPIFY_API_KEY,
+      apiSecret: e.SHOPIFY_API_SECRET,
+      adminOrigin: e.SHOPIFY_ADMIN_ORIGIN,
+      apiVersion: e.SHOPIFY_API_VERSION,
+    },
+    tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+    cursorTtlSeconds: e.CURSOR_TTL_SECONDS,
+  };
+}

@@ -1,0 +1,141 @@
+import postgres from "postgres";
+import { PGlite } from "@electric-sql/pglite";
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
+
+/** The one SQL driver every module uses. */
+export type Sql = postgres.Sql;
+
+/** An open database: the `sql` tag plus how to close whatever was opened for it. */
+export interface Database {
+  sql: Sql;
+  /** `postgres` (DATABASE_URL), `embedded-owner` (this process runs PGlite), `embedded-client`. */
+  mode: "postgres" | "embedded-owner" | "embedded-client";
+  close(): Promise<void>;
+}
+
+/** Options for {@linkcode openDatabase}. */
+export interface OpenDatabaseOptions {
+  databaseUrl?: string;
+  dataDir: string;
+  /**
+   * Serve the embedded database on its socket when this process owns it. The service does; the
+   * CLI does not, so a service started while a CLI command runs waits for the CLI and then owns
+   * the database itself instead of depending on a short-lived process.
+   */
+  serve: boolean;
+  /** How long to wait for another process's embedded database (ms). */
+  waitMs?: number;
+  /** Pool size for this process's connections. */
+  max?: number;
+}
+
+const _POSTGRES_OPTIONS = { onnotice: () => {}, connection: { application_name: "cdp" } };
+
+/**
+ * Opens Postgres from `databaseUrl`, else the embedded PGlite under `dataDir/pg`.
+ *
+ * Embedded mode elects one owner per data directory with an OS file lock (`dataDir/pg.lock`,
+ * released by the kernel if the owner dies). The owner opens PGlite; if it serves, it listens on
+ * a Unix socket and every other process (a CLI command in a second terminal) connects through
+ * that socket with the same driver. Two processes never open the data directory at once.
+ */
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  if (options.databaseUrl) {
+    const sql = postgres(options.databaseUrl, { ..._POSTGRES_OPTIONS, max: options.max ?? 10 });
+    await sql`select 1`;
+    return { sql, mode: "postgres", close: () => sql.end({ timeout: 5 }) };
+  }
+  await Deno.mkdir(options.dataDir, { recursive: true });
+  const dataDir = await Deno.realPath(options.dataDir);
+  const socketPath = embeddedSocketPath(dataDir);
+  const lockFile = await Deno.open(`${dataDir}/pg.lock`, { create: true, write: true });
+  const deadline = Date.now() + (options.waitMs ?? 30_000);
+  try {
+    while (true) {
+      if (await lockFile.tryLock(true)) {
+        return await _openOwner(dataDir, socketPath, lockFile, options);
+      }
+      if (await _socketAccepts(socketPath)) {
+        lockFile.close();
+        const sql = postgres({ ..._POSTGRES_OPTIONS, path: socketPath, max: options.max ?? 1 });
+        await sql`select 1`;
+        return { sql, mode: "embedded-client", close: () => sql.end({ timeout: 5 }) };
+      }
+      if (Date.now() > deadline) {
+        throw new Error(
+          `the embedded database in ${dataDir} is held by another process that does not serve it; ` +
+            "retry when that command has finished",
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } catch (err) {
+    try {
+      lockFile.close();
+    } catch { /* already closed by the owner path */ }
+    throw err;
+  }
+}
+
+/** The Unix socket of an embedded data directory (kept under the 107-byte sun_path limit). */
+export function embeddedSocketPath(dataDir: string, name = "pg.sock"): string {
+  const inside = `${dataDir}/${name}`;
+  if (new TextEncoder().encode(inside).length <= 100) return inside;
+  let hash = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(inside)) hash = Math.imul(hash ^ byte, 0x01000193);
+  return `/tmp/cdp-${(hash >>> 0).toString(16)}.sock`;
+}
+
+/** Serves a PGlite instance on a Unix socket and connects the driver to it. */
+export async function servePglite(
+  pglite: PGlite,
+  socketPath: string,
+  max = 4,
+): Promise<{ sql: Sql; stop(): Promise<void> }> {
+  await Deno.remove(socketPath).catch(() => {});
+  const server = new PGLiteSocketServer({ db: pglite, path: socketPath, maxConnections: 64 });
+  await server.start();
+  const sql = postgres({ ..._POSTGRES_OPTIONS, path: socketPath, max });
+  return {
+    sql,
+    async stop() {
+      await sql.end({ timeout: 5 });
+      await server.stop();
+      await Deno.remove(socketPath).catch(() => {});
+    },
+  };
+}
+
+async function _openOwner(
+  dataDir: string,
+  socketPath: string,
+  lockFile: Deno.FsFile,
+  options: OpenDatabaseOptions,
+): Promise<Database> {
+  const pglite = await PGlite.create({ dataDir: `${dataDir}/pg` });
+  // A CLI owner talks to its PGlite through a private socket, so the driver stays the same, and
+  // nobody else connects to a process that is about to exit.
+  const { sql, stop } = options.serve
+    ? await servePglite(pglite, socketPath, options.max ?? 4)
+    : await servePglite(pglite, embeddedSocketPath(dataDir, `pg.${Deno.pid}.sock`), 1);
+  return {
+    sql,
+    mode: "embedded-owner",
+    async close() {
+      await stop();
+      await pglite.close();
+      await lockFile.unlock().catch(() => {});
+      lockFile.close();
+    },
+  };
+}
+
+async function _socketAccepts(path: string): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ transport: "unix", path });
+    conn.close();
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * Every Deno KV key the service uses is built here, so the key space is documented in one place
+ * and no two modules can collide.
+ */
+
+/** API key record by the SHA-256 hex of the plaintext key. */
+export function apiKeyByHashKey(hash: string): Deno.KvKey {
+  return ["api_keys", "by_hash", hash];
+}
+
+/** Secondary index: key id → hash, for revocation and rotation by id. */
+export function apiKeyByIdKey(keyId: string): Deno.KvKey {
+  return ["api_keys", "by_id", keyId];
+}
+
+/** Secondary index: one brand's keys (value: hash), for listing. */
+export function apiKeyByBrandKey(brandId: string, keyId: string): Deno.KvKey {
+  return ["api_keys", "by_brand", brandId, keyId];
+}
+
+/** Prefix of one brand's key index. */
+export function apiKeysOfBrandPrefix(brandId: string): Deno.KvKey {
+  return ["api_keys", "by_brand", brandId];
+}
+
+/** An opaque pagination cursor. */
+export function cursorKey(cursorId: string): Deno.KvKey {
+  return ["cursors", cursorId];
+}
+
+/** One fixed rate-limit window of one limiter for one subject. */
+export function rateLimitKey(limiter: string, subject: string, windowStart: number): Deno.KvKey {
+  return ["rate_limits", limiter, subject, windowStart];
+}
+
+/** One metered request. */
+export function usageRecordKey(brandId: string, day: string, requestId: string): Deno.KvKey {
+  return ["usage", "requests", brandId, day, requestId];
+}
+
+/** Running request count of one brand, day and route family. */
+export function usageDailyKey(brandId: string, day: string, family: string): Deno.KvKey {
+  return ["usage", "daily", brandId, day, family];
+}
+
+/** Prefix of one brand's daily counters. */
+export function usageDailyPrefix(brandId: string): Deno.KvKey {
+  return ["usage", "daily", brandId];
+}
+
+/** The generated key that encrypts storefront access tokens when none is configured. */
+export function tokenEncryptionSecretKey(): Deno.KvKey {
+  return ["secrets", "token_encryption_key"];
+}

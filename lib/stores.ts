@@ -1,0 +1,45 @@
+import type { Config } from "./config.ts";
+import { type Database, openDatabase, type Sql } from "./db.ts";
+import { migrate } from "./migrations.ts";
+
+/** The two stores, opened and migrated. */
+export interface Stores {
+  kv: Deno.Kv;
+  sql: Sql;
+  database: Database;
+  close(): Promise<void>;
+}
+
+/** Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations. */
+export async function openStores(config: Config, options: { serve: boolean }): Promise<Stores> {
+  const isFilePath = config.kvPath !== ":memory:" && !/^https?:\/\//.test(config.kvPath);
+  if (isFilePath) {
+    const dir = config.kvPath.includes("/")
+      ? config.kvPath.slice(0, config.kvPath.lastIndexOf("/"))
+      : ".";
+    await Deno.mkdir(dir || "/", { recursive: true });
+  }
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    serve: options.serve,
+  });
+  let kv: Deno.Kv | undefined;
+  try {
+    kv = await Deno.openKv(config.kvPath);
+    await migrate(database.sql);
+  } catch (err) {
+    kv?.close();
+    await database.close();
+    throw err;
+  }
+  return {
+    kv,
+    sql: database.sql,
+    database,
+    async close() {
+      kv.close();
+      await database.close();
+    },
+  };
+}

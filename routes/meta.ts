@@ -1,0 +1,48 @@
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppDeps, AppEnv } from "../lib/app_env.ts";
+import { HttpError } from "../lib/errors.ts";
+import { errorResponses, newRouter } from "../lib/openapi.ts";
+import { DOCS_PAGE } from "./docs_page.ts";
+
+const health = createRoute({
+  method: "get",
+  path: "/healthz",
+  tags: ["Meta"],
+  summary: "Liveness and store reachability",
+  responses: {
+    200: {
+      description: "Both stores answer",
+      content: { "application/json": { schema: z.object({ status: z.literal("ok") }) } },
+    },
+    ...errorResponses(503),
+  },
+});
+
+/** Health check, the OpenAPI 3.1 document and the interactive reference page. */
+export function metaRoutes(deps: Pick<AppDeps, "kv" | "sql">, app: OpenAPIHono<AppEnv>) {
+  const router = newRouter();
+  router.openapi(health, async (c) => {
+    try {
+      await Promise.all([deps.sql`select 1`, deps.kv.get(["health"])]);
+    } catch (err) {
+      throw new HttpError(503, "service_unavailable", "a store is unreachable", { cause: err });
+    }
+    return c.json({ status: "ok" as const }, 200);
+  });
+  // Built on first request, when every route is registered; routes do not change afterwards.
+  let document: unknown;
+  router.get("/openapi.json", (c) => {
+    document ??= app.getOpenAPI31Document({
+      openapi: "3.1.0",
+      info: {
+        title: "Customer Data Service",
+        version: "1.0.0",
+        description: "Events, profiles, segments, queries, commerce and insights for one brand " +
+          "per API key. Errors use the envelope { error, error_description }.",
+      },
+    });
+    return c.json(document);
+  });
+  router.get("/docs", (c) => c.html(DOCS_PAGE));
+  return router;
+}
