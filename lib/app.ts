@@ -8,7 +8,7 @@ import type { AppDeps, AppEnv } from "./app_env.ts";
 import { apiKeyAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { onError, onNotFound } from "./errors.ts";
-import { methodGuard } from "./method_guard.ts";
+import { routeGuard } from "./route_guard.ts";
 import { newRouter } from "./openapi.ts";
 import { rateLimit } from "./rate_limit.ts";
 import { usageMeter } from "./usage.ts";
@@ -42,7 +42,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     ],
     maxAge: 600,
   }));
-  app.use(methodGuard(app));
+  app.use(routeGuard(app));
   app.use(bodyLimit({ maxBytes: deps.config.maxBodyBytes }));
   app.use(
     "/cdp/*",

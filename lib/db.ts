@@ -1,6 +1,5 @@
 import postgres from "postgres";
-import { PGlite } from "@electric-sql/pglite";
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
+import type { PGlite } from "@electric-sql/pglite";
 
 /** The one SQL driver every module uses. */
 export type Sql = postgres.Sql;
@@ -93,6 +92,8 @@ export async function servePglite(
   max = 4,
 ): Promise<{ sql: Sql; stop(): Promise<void> }> {
   await Deno.remove(socketPath).catch(() => {});
+  // Loaded on demand: a service on DATABASE_URL never pays for the embedded engine.
+  const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
   const server = new PGLiteSocketServer({ db: pglite, path: socketPath, maxConnections: 64 });
   await server.start();
   const sql = postgres({ ..._POSTGRES_OPTIONS, path: socketPath, max });
@@ -112,6 +113,7 @@ async function _openOwner(
   lockFile: Deno.FsFile,
   options: OpenDatabaseOptions,
 ): Promise<Database> {
+  const { PGlite } = await import("@electric-sql/pglite");
   const pglite = await PGlite.create({ dataDir: `${dataDir}/pg` });
   // A CLI owner talks to its PGlite through a private socket, so the driver stays the same, and
   // nobody else connects to a process that is about to exit.

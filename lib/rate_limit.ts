@@ -35,7 +35,9 @@ export async function hitRateLimit(
     1,
     Math.ceil((windowStart + policy.windowMs - now.getTime()) / 1000),
   );
-  for (let attempt = 0; attempt < 16; attempt++) {
+  // A failed check means another hit was counted, and a window counts at most `limit` hits, so
+  // `limit + 1` attempts always end in a verdict: contention alone never refuses a hit.
+  for (let attempt = 0; attempt <= policy.limit; attempt++) {
     const entry = await kv.get<number>(key);
     const count = entry.value ?? 0;
     if (count >= policy.limit) {
@@ -53,7 +55,7 @@ export async function hitRateLimit(
       };
     }
   }
-  // Persistent contention means the window is hot: refusing is the safe answer.
+  // Unreachable while only hitRateLimit writes the key; refusing is the safe answer.
   return { allowed: false, limit: policy.limit, remaining: 0, retryAfterSeconds };
 }
 

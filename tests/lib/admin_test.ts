@@ -1,0 +1,169 @@
+/** The operator CLI, run as a subprocess exactly as `deno task admin` runs it. */
+import assert from "node:assert/strict";
+import { DATABASE_URL, freshDatabase } from "../test_support.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--unstable-kv", `${ROOT}admin.ts`, ...args],
+    env,
+    cwd: ROOT,
+  }).output();
+  return {
+    code: output.code,
+    stdout: new TextDecoder().decode(output.stdout),
+    stderr: new TextDecoder().decode(output.stderr),
+  };
+}
+
+/** One JSON object on stdout, nothing else. */
+function json(result: CliResult): Record<string, unknown> {
+  assert.equal(result.code, 0, result.stderr);
+  const lines = result.stdout.trim().split("\n");
+  assert.equal(lines.length, 1, result.stdout);
+  return JSON.parse(lines[0]!);
+}
+
+/** Environment pointing the CLI (and service) at throwaway stores of this run's backend. */
+async function withStores(fn: (env: Record<string, string>) => Promise<void>): Promise<void> {
+  const dataDir = await Deno.makeTempDir();
+  const database = DATABASE_URL ? await freshDatabase() : undefined;
+  try {
+    await fn({ DATA_DIR: dataDir, DATABASE_URL: database?.url ?? "" });
+  } finally {
+    await database?.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+}
+
+Deno.test("cli: brand create, brand set and key issue print one JSON object each", async () => {
+  await withStores(async (env) => {
+    const brand = json(
+      await runCli(
+        ["brand", "create", "--name", "Acme", "--shop", "Acme.myshopify.com", "--beta"],
+        env,
+      ),
+    );
+    assert.deepEqual(Object.keys(brand).sort(), ["id", "name", "shop"]);
+    assert.equal(brand.name, "Acme");
+    assert.equal(brand.shop, "acme.myshopify.com");
+
+    const set = json(
+      await runCli(
+        [
+          "brand",
+          "set",
+          "--brand",
+          String(brand.id),
+          "--beta",
+          "off",
+          "--integration",
+          "disconnected",
+        ],
+        env,
+      ),
+    );
+    assert.deepEqual(set, {
+      id: brand.id,
+      name: "Acme",
+      shop: "acme.myshopify.com",
+      beta: false,
+      integration: "disconnected",
+    });
+
+    const key = json(
+      await runCli(["key", "issue", "--brand", String(brand.id), "--name", "ci"], env),
+    );
+    assert.deepEqual(Object.keys(key).sort(), ["id", "key", "prefix"]);
+    assert.match(String(key.key), /^svc_[0-9A-Za-z]{36}$/);
+    assert.ok(String(key.key).startsWith(String(key.prefix)));
+
+    const bare = json(await runCli(["brand", "create", "--name", "No shop"], env));
+    assert.equal(bare.shop, null);
+  });
+});
+
+Deno.test("cli: failures go to stderr with a non-zero exit and nothing on stdout", async () => {
+  await withStores(async (env) => {
+    const cases: [string[], number, RegExp][] = [
+      [["brand", "create"], 2, /--name is required/],
+      [["brand", "create", "--name", "X", "--bogus"], 2, /bogus/],
+      [["brand", "set", "--brand", "x", "--beta", "maybe"], 2, /on or off/],
+      [
+        ["brand", "set", "--brand", "x", "--integration", "sideways"],
+        2,
+        /connected or disconnected/,
+      ],
+      [["frobnicate"], 2, /unknown command/],
+      [["brand", "create", "--name", "X", "--shop", "example.com"], 1, /myshopify\.com/],
+      [["brand", "set", "--brand", "missing", "--beta", "on"], 1, /no brand missing/],
+      [["key", "issue", "--brand", "missing"], 1, /no brand missing/],
+      [["orders", "import", "--brand", "x", "-"], 1, /not available yet/],
+    ];
+    for (const [args, code, message] of cases) {
+      const result = await runCli(args, env);
+      assert.equal(result.code, code, `${args.join(" ")}: ${result.stderr}`);
+      assert.equal(result.stdout, "", args.join(" "));
+      assert.match(result.stderr, message, args.join(" "));
+    }
+    const shop = ["--shop", "taken.myshopify.com"];
+    json(await runCli(["brand", "create", "--name", "First", ...shop], env));
+    const second = await runCli(["brand", "create", "--name", "Second", ...shop], env);
+    assert.equal(second.code, 1);
+    assert.match(second.stderr, /belongs to another brand/);
+  });
+});
+
+Deno.test("cli: works in a second terminal while the service runs on the same stores", async () => {
+  await withStores(async (env) => {
+    const service = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--unstable-kv", `${ROOT}main.ts`],
+      env: { ...env, PORT: "0" },
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const reader = service.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    try {
+      let seen = "";
+      while (!seen.includes("\n")) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`service exited: ${seen}`);
+        seen += value;
+      }
+      const url = JSON.parse(seen.split("\n")[0]!).url as string;
+
+      const brand = json(
+        await runCli(["brand", "create", "--name", "Live", "--shop", "live.myshopify.com"], env),
+      );
+      const key = json(await runCli(["key", "issue", "--brand", String(brand.id)], env));
+      const res = await fetch(`${url}/cdp/events/types`, {
+        headers: { Authorization: `Bearer ${key.key}` },
+      });
+      assert.equal(res.status, 200);
+      assert.equal((await res.json()).scope, "live.myshopify.com");
+    } finally {
+      service.kill("SIGTERM");
+      assert.equal((await service.status).code, 0);
+      await reader.cancel();
+    }
+    // With the service gone the CLI owns the stores itself, and finds what it wrote before.
+    const after = await runCli([
+      "brand",
+      "create",
+      "--name",
+      "Again",
+      "--shop",
+      "live.myshopify.com",
+    ], env);
+    assert.equal(after.code, 1);
+    assert.match(after.stderr, /belongs to another brand/);
+  });
+});

@@ -1,0 +1,118 @@
+import assert from "node:assert/strict";
+import { loadConfig } from "../../lib/config.ts";
+
+const VALID_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(7)));
+
+function assertInvalid(env: Record<string, string>, ...names: string[]): void {
+  assert.throws(
+    () => loadConfig(env),
+    (err: unknown) => {
+      assert.ok(err instanceof Error);
+      for (const name of names) assert.match(err.message, new RegExp(`\\b${name}\\b`), err.message);
+      return true;
+    },
+    JSON.stringify(env),
+  );
+}
+
+Deno.test("config: defaults", () => {
+  assert.deepEqual(loadConfig({}), {
+    port: 8000,
+    databaseUrl: undefined,
+    dataDir: "./data",
+    kvPath: "./data/kv.sqlite3",
+    shopify: {
+      apiKey: undefined,
+      apiSecret: undefined,
+      adminOrigin: "https://{shop}",
+      apiVersion: "2025-10",
+    },
+    tokenEncryptionKey: undefined,
+    rateLimitPerMinute: 1200,
+    maxBodyBytes: 1024 * 1024,
+    cursorTtlSeconds: 3600,
+  });
+});
+
+Deno.test("config: KV_PATH follows DATA_DIR unless set", () => {
+  assert.equal(loadConfig({ DATA_DIR: "/srv/cdp" }).kvPath, "/srv/cdp/kv.sqlite3");
+  const overridden = loadConfig({ DATA_DIR: "/srv/cdp", KV_PATH: "/var/kv/main.sqlite3" });
+  assert.equal(overridden.kvPath, "/var/kv/main.sqlite3");
+  assert.equal(overridden.dataDir, "/srv/cdp");
+  assert.equal(loadConfig({ KV_PATH: ":memory:" }).kvPath, ":memory:");
+});
+
+Deno.test("config: explicit values are parsed and typed", () => {
+  const config = loadConfig({
+    PORT: "9001",
+    DATABASE_URL: "postgres://cdp:secret@db.internal:5432/cdp",
+    SHOPIFY_API_KEY: "k",
+    SHOPIFY_API_SECRET: "s",
+    SHOPIFY_ADMIN_ORIGIN: "http://127.0.0.1:9999",
+    SHOPIFY_API_VERSION: "2026-01",
+    TOKEN_ENCRYPTION_KEY: VALID_KEY,
+    RATE_LIMIT_PER_MINUTE: "60",
+    MAX_BODY_BYTES: "2048",
+    CURSOR_TTL_SECONDS: "600",
+  });
+  assert.equal(config.port, 9001);
+  assert.equal(config.databaseUrl, "postgres://cdp:secret@db.internal:5432/cdp");
+  assert.deepEqual(config.shopify, {
+    apiKey: "k",
+    apiSecret: "s",
+    adminOrigin: "http://127.0.0.1:9999",
+    apiVersion: "2026-01",
+  });
+  assert.equal(config.tokenEncryptionKey, VALID_KEY);
+  assert.equal(config.rateLimitPerMinute, 60);
+  assert.equal(config.maxBodyBytes, 2048);
+  assert.equal(config.cursorTtlSeconds, 600);
+});
+
+Deno.test("config: empty strings are treated as unset", () => {
+  const config = loadConfig({
+    PORT: "",
+    DATABASE_URL: "",
+    DATA_DIR: "",
+    KV_PATH: "",
+    SHOPIFY_API_VERSION: "",
+    SHOPIFY_ADMIN_ORIGIN: "",
+    TOKEN_ENCRYPTION_KEY: "",
+    RATE_LIMIT_PER_MINUTE: "",
+  });
+  assert.deepEqual(config, loadConfig({}));
+});
+
+Deno.test("config: unrelated variables are ignored", () => {
+  assert.deepEqual(loadConfig({ HOME: "/root", PATH: "/usr/bin", NODE_ENV: "x" }), loadConfig({}));
+});
+
+Deno.test("config: an invalid PORT throws an Error naming PORT", () => {
+  for (const port of ["abc", "70000", "-1", "80.5", "8000x"]) assertInvalid({ PORT: port }, "PORT");
+});
+
+Deno.test("config: an invalid DATABASE_URL throws an Error naming DATABASE_URL", () => {
+  for (const url of ["not a url", "postgres", "//nohost", "http://"]) {
+    assertInvalid({ DATABASE_URL: url }, "DATABASE_URL");
+  }
+});
+
+Deno.test("config: an invalid TOKEN_ENCRYPTION_KEY throws an Error naming it", () => {
+  const sixteenBytes = btoa(String.fromCharCode(...new Uint8Array(16)));
+  for (const key of ["short", sixteenBytes, `${VALID_KEY}A`, VALID_KEY.replace("=", "")]) {
+    assertInvalid({ TOKEN_ENCRYPTION_KEY: key }, "TOKEN_ENCRYPTION_KEY");
+  }
+  // The message never echoes the rejected secret.
+  assert.throws(
+    () => loadConfig({ TOKEN_ENCRYPTION_KEY: "my-secret-value" }),
+    (err: Error) => !err.message.includes("my-secret-value"),
+  );
+});
+
+Deno.test("config: other invalid values name their variable; several are all named", () => {
+  assertInvalid({ SHOPIFY_API_VERSION: "2025-10-01" }, "SHOPIFY_API_VERSION");
+  assertInvalid({ RATE_LIMIT_PER_MINUTE: "0" }, "RATE_LIMIT_PER_MINUTE");
+  assertInvalid({ MAX_BODY_BYTES: "100" }, "MAX_BODY_BYTES");
+  assertInvalid({ CURSOR_TTL_SECONDS: "10" }, "CURSOR_TTL_SECONDS");
+  assertInvalid({ PORT: "x", DATABASE_URL: "y" }, "PORT", "DATABASE_URL");
+});

@@ -1,0 +1,178 @@
+import assert from "node:assert/strict";
+import { Hono } from "hono";
+import type { AppEnv } from "../../lib/app_env.ts";
+import { onError } from "../../lib/errors.ts";
+import { rateLimitKey } from "../../lib/kv_keys.ts";
+import { hitRateLimit, rateLimit, type RateLimitPolicy } from "../../lib/rate_limit.ts";
+import { errorBody, testClock } from "../test_support.ts";
+
+const MINUTE: RateLimitPolicy = { name: "api", limit: 3, windowMs: 60_000 };
+
+async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    await fn(kv);
+  } finally {
+    kv.close();
+  }
+}
+
+Deno.test("hitRateLimit: exactly `limit` hits per window, then refused until the window ends", async () => {
+  await withKv(async (kv) => {
+    // The test clock starts on a minute boundary; move 15.5 s into the window.
+    const clock = testClock();
+    clock.advance(15_500);
+    for (let i = 0; i < 3; i++) {
+      const result = await hitRateLimit(kv, MINUTE, "key_1", clock.now());
+      assert.deepEqual(result, {
+        allowed: true,
+        limit: 3,
+        remaining: 2 - i,
+        retryAfterSeconds: 45,
+      });
+    }
+    const refused = await hitRateLimit(kv, MINUTE, "key_1", clock.now());
+    assert.deepEqual(refused, { allowed: false, limit: 3, remaining: 0, retryAfterSeconds: 45 });
+    // Refused hits are not counted.
+    const windowStart = Date.parse("2026-11-21T12:00:00.000Z");
+    assert.equal((await kv.get(rateLimitKey("api", "key_1", windowStart))).value, 3);
+
+    clock.advance(30_000); // 45.5 s in: 14.5 s left
+    assert.equal((await hitRateLimit(kv, MINUTE, "key_1", clock.now())).retryAfterSeconds, 15);
+    clock.advance(14_499); // 1 ms left: still at least 1
+    const last = await hitRateLimit(kv, MINUTE, "key_1", clock.now());
+    assert.equal(last.allowed, false);
+    assert.equal(last.retryAfterSeconds, 1);
+  });
+});
+
+Deno.test("hitRateLimit: the next window resets the count", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    for (let i = 0; i < 3; i++) await hitRateLimit(kv, MINUTE, "key_1", clock.now());
+    assert.equal((await hitRateLimit(kv, MINUTE, "key_1", clock.now())).allowed, false);
+    clock.advance(60_000);
+    const fresh = await hitRateLimit(kv, MINUTE, "key_1", clock.now());
+    assert.equal(fresh.allowed, true);
+    assert.equal(fresh.remaining, 2);
+    assert.equal(fresh.retryAfterSeconds, 60);
+  });
+});
+
+Deno.test("hitRateLimit: subjects and limiter names are independent", async () => {
+  await withKv(async (kv) => {
+    const now = testClock().now();
+    for (let i = 0; i < 3; i++) await hitRateLimit(kv, MINUTE, "key_1", now);
+    assert.equal((await hitRateLimit(kv, MINUTE, "key_1", now)).allowed, false);
+
+    const otherSubject = await hitRateLimit(kv, MINUTE, "key_2", now);
+    assert.equal(otherSubject.allowed, true);
+    assert.equal(otherSubject.remaining, 2);
+
+    const sync: RateLimitPolicy = { name: "sync", limit: 3, windowMs: 60_000 };
+    const otherLimiter = await hitRateLimit(kv, sync, "key_1", now);
+    assert.equal(otherLimiter.allowed, true);
+    assert.equal(otherLimiter.remaining, 2);
+  });
+});
+
+Deno.test("hitRateLimit: 50 concurrent hits with limit 20 allow exactly 20", async () => {
+  await withKv(async (kv) => {
+    const now = testClock().now();
+    const policy: RateLimitPolicy = { name: "api", limit: 20, windowMs: 60_000 };
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => hitRateLimit(kv, policy, "key_1", now)),
+    );
+    assert.equal(results.filter((r) => r.allowed).length, 20);
+    const remaining = results.filter((r) => r.allowed).map((r) => r.remaining).sort((a, b) =>
+      a - b
+    );
+    assert.deepEqual(remaining, Array.from({ length: 20 }, (_, i) => i));
+    const windowStart = Math.floor(now.getTime() / 60_000) * 60_000;
+    assert.equal((await kv.get(rateLimitKey("api", "key_1", windowStart))).value, 20);
+  });
+});
+
+Deno.test("hitRateLimit: contention alone never refuses a hit under the limit", async () => {
+  await withKv(async (kv) => {
+    const now = testClock().now();
+    const policy: RateLimitPolicy = { name: "api", limit: 1000, windowMs: 60_000 };
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => hitRateLimit(kv, policy, "key_1", now)),
+    );
+    assert.equal(results.filter((r) => r.allowed).length, 50);
+  });
+});
+
+Deno.test("hitRateLimit: two KV handles on one file share the limit (two processes)", async () => {
+  const path = await Deno.makeTempFile({ suffix: ".sqlite3" });
+  const a = await Deno.openKv(path);
+  const b = await Deno.openKv(path);
+  try {
+    const clock = testClock();
+    const policy: RateLimitPolicy = { name: "api", limit: 20, windowMs: 60_000 };
+    // The two "processes" take turns; each sees the other's hits.
+    const results = [];
+    for (let i = 0; i < 30; i++) {
+      results.push(await hitRateLimit(i % 2 ? a : b, policy, "key_1", clock.now()));
+    }
+    assert.deepEqual(
+      results.map((r) => r.allowed),
+      Array.from({ length: 30 }, (_, i) => i < 20),
+    );
+    assert.deepEqual(
+      results.slice(0, 20).map((r) => r.remaining),
+      Array.from({ length: 20 }, (_, i) => 19 - i),
+    );
+    // Both handles agree that the next window starts afresh.
+    clock.advance(60_000);
+    assert.equal((await hitRateLimit(a, policy, "key_1", clock.now())).remaining, 19);
+    assert.equal((await hitRateLimit(b, policy, "key_1", clock.now())).remaining, 18);
+  } finally {
+    a.close();
+    b.close();
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+      await Deno.remove(file).catch(() => {});
+    }
+  }
+});
+
+Deno.test("rateLimit middleware: RateLimit-* headers, then 429 with Retry-After", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    clock.advance(20_000);
+    const app = new Hono<AppEnv>();
+    app.onError(onError);
+    app.use(rateLimit({
+      kv,
+      now: clock.now,
+      policy: { name: "mw", limit: 2, windowMs: 60_000 },
+      subject: (c) => c.req.header("x-subject") ?? null,
+    }));
+    app.get("/", (c) => c.text("ok"));
+
+    for (const remaining of ["1", "0"]) {
+      const res = await app.request("/", { headers: { "x-subject": "s1" } });
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), "ok");
+      assert.equal(res.headers.get("ratelimit-limit"), "2");
+      assert.equal(res.headers.get("ratelimit-remaining"), remaining);
+      assert.equal(res.headers.get("ratelimit-reset"), "40");
+    }
+    const limited = await app.request("/", { headers: { "x-subject": "s1" } });
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers.get("retry-after"), "40");
+    assert.equal(limited.headers.get("ratelimit-remaining"), "0");
+    const body = await errorBody(limited);
+    assert.equal(body.error, "rate_limited");
+    assert.match(body.error_description, /40s/);
+
+    // A null subject is not throttled and gets no headers.
+    for (let i = 0; i < 3; i++) {
+      const res = await app.request("/");
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("ratelimit-limit"), null);
+      await res.body?.cancel();
+    }
+  });
+});

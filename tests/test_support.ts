@@ -1,0 +1,217 @@
+/**
+ * Builds apps over throwaway stores: `:memory:` KV and a fresh database per test (a clone of a
+ * migrated PGlite, or with DATABASE_URL a new database on that server from a migrated template).
+ */
+import { PGlite } from "@electric-sql/pglite";
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import postgres from "postgres";
+import { monotonicFactory } from "ulid";
+import { issueApiKey } from "../lib/api_keys.ts";
+import { createApp } from "../lib/app.ts";
+import type { AppDeps, AppEnv } from "../lib/app_env.ts";
+import { createBrand } from "../lib/brands.ts";
+import { type Config, loadConfig } from "../lib/config.ts";
+import { servePglite, type Sql } from "../lib/db.ts";
+import { migrate, MIGRATIONS } from "../lib/migrations.ts";
+import { openTokenCipher } from "../lib/token_cipher.ts";
+
+/** The server under test when set; PGlite otherwise. */
+export const DATABASE_URL = Deno.env.get("DATABASE_URL") || undefined;
+
+/** A database that exists only for one test. `url` is set on a real server. */
+export interface TestDatabase {
+  sql: Sql;
+  url?: string;
+  close(): Promise<void>;
+}
+
+let _template: Promise<PGlite> | undefined;
+let _serverTemplate: Promise<string> | undefined;
+
+/** Opens a fresh, migrated database. */
+export async function freshDatabase(): Promise<TestDatabase> {
+  return DATABASE_URL ? await _freshServerDatabase(DATABASE_URL) : await _freshPglite();
+}
+
+async function _freshPglite(): Promise<TestDatabase> {
+  _template ??= (async () => {
+    const pglite = await PGlite.create();
+    const served = await servePglite(pglite, `${await Deno.makeTempDir()}/pg.sock`, 1);
+    await migrate(served.sql);
+    await served.stop();
+    return pglite;
+  })();
+  const pglite = (await (await _template).clone()) as PGlite;
+  const dir = await Deno.makeTempDir();
+  const served = await servePglite(pglite, `${dir}/pg.sock`);
+  return {
+    sql: served.sql,
+    async close() {
+      await served.stop();
+      await pglite.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+async function _freshServerDatabase(url: string): Promise<TestDatabase> {
+  const admin = postgres(url, { onnotice: () => {}, max: 1 });
+  try {
+    _serverTemplate ??= _serverTemplateDatabase(admin, url);
+    const template = await _serverTemplate;
+    const name = `cdp_test_${crypto.randomUUID().replaceAll("-", "")}`;
+    await admin.unsafe(`create database ${name} template ${template}`);
+    const testUrl = _withDatabase(url, name);
+    const sql = postgres(testUrl, { onnotice: () => {}, max: 4 });
+    return {
+      sql,
+      url: testUrl,
+      async close() {
+        await sql.end({ timeout: 5 });
+        const dropper = postgres(url, { onnotice: () => {}, max: 1 });
+        await dropper.unsafe(`drop database if exists ${name} with (force)`);
+        await dropper.end();
+      },
+    };
+  } finally {
+    await admin.end();
+  }
+}
+
+async function _serverTemplateDatabase(admin: Sql, url: string): Promise<string> {
+  // The template's name changes whenever the migrations do, so a stale one is never reused.
+  const digest = await crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(MIGRATIONS.map((m) => m.sql).join("\n")),
+  );
+  const name = `cdp_tpl_${
+    Array.from(new Uint8Array(digest).slice(0, 8), (b) => b.toString(16).padStart(2, "0")).join("")
+  }`;
+  // Concurrent test processes serialize on this lock while one of them builds the template.
+  await admin`select pg_advisory_lock(7236112402)`;
+  try {
+    const [exists] = await admin`select 1 from pg_database where datname = ${name}`;
+    if (!exists) {
+      const building = `${name}_build_${Deno.pid}`;
+      await admin.unsafe(`drop database if exists ${building}`);
+      await admin.unsafe(`create database ${building}`);
+      const sql = postgres(_withDatabase(url, building), { onnotice: () => {}, max: 1 });
+      await migrate(sql);
+      await sql.end();
+      await admin.unsafe(`alter database ${building} rename to ${name}`);
+    }
+  } finally {
+    await admin`select pg_advisory_unlock(7236112402)`;
+  }
+  return name;
+}
+
+function _withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+/** A clock tests can move. */
+export interface TestClock {
+  now(): Date;
+  advance(ms: number): void;
+}
+
+/** A clock pinned at `start` that moves only when told. */
+export function testClock(start = "2026-11-21T12:00:00.000Z"): TestClock {
+  let time = Date.parse(start);
+  return { now: () => new Date(time), advance: (ms) => void (time += ms) };
+}
+
+/** An app over throwaway stores, with helpers to provision brands. */
+export interface TestContext {
+  app: OpenAPIHono<AppEnv>;
+  deps: AppDeps;
+  kv: Deno.Kv;
+  sql: Sql;
+  clock: TestClock;
+  config: Config;
+  /** Creates a brand (shop and beta by default) and one API key for it. */
+  seedBrand(options?: { name?: string; shop?: string | null; beta?: boolean }): Promise<{
+    brandId: string;
+    scope: string | null;
+    key: string;
+    keyId: string;
+  }>;
+  /** `app.request` with the key as a bearer token. */
+  request(path: string, key: string | null, init?: RequestInit): Promise<Response>;
+  close(): Promise<void>;
+}
+
+let _shopCounter = 0;
+
+/** Builds a test context; `env` overrides configuration variables. */
+export async function createTestContext(
+  env: Record<string, string> = {},
+): Promise<TestContext> {
+  const database = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  const clock = testClock();
+  const config = loadConfig({ DATA_DIR: "/nonexistent", ...env });
+  const newId = monotonicFactory();
+  const deps: AppDeps = { kv, sql: database.sql, now: clock.now, newId, config };
+  const app = createApp(deps);
+  const cipher = await openTokenCipher(kv, undefined);
+  return {
+    app,
+    deps,
+    kv,
+    sql: database.sql,
+    clock,
+    config,
+    async seedBrand(options = {}) {
+      const shop = options.shop === undefined
+        ? `shop-${Deno.pid}-${++_shopCounter}.myshopify.com`
+        : options.shop;
+      const brand = await createBrand({ sql: database.sql, newId, now: clock.now, cipher }, {
+        name: options.name ?? "Test brand",
+        ...(shop === null ? {} : { shop }),
+        beta: options.beta ?? true,
+      });
+      const issued = await issueApiKey({ kv, now: clock.now, newId }, { brandId: brand.id });
+      return { brandId: brand.id, scope: brand.shop, key: issued.key, keyId: issued.id };
+    },
+    request(path, key, init = {}) {
+      const headers = new Headers(init.headers);
+      if (key !== null) headers.set("Authorization", `Bearer ${key}`);
+      return Promise.resolve(app.request(path, { ...init, headers }));
+    },
+    async close() {
+      kv.close();
+      await database.close();
+    },
+  };
+}
+
+/** Runs `fn` over a fresh test context and always closes it. */
+export async function withContext(
+  fn: (ctx: TestContext) => Promise<void>,
+  env: Record<string, string> = {},
+): Promise<void> {
+  const ctx = await createTestContext(env);
+  try {
+    await fn(ctx);
+  } finally {
+    await ctx.close();
+  }
+}
+
+/** Reads a JSON error envelope and checks its shape. */
+export async function errorBody(
+  res: Response,
+): Promise<{ error: string; error_description: string }> {
+  const body = await res.json();
+  if (
+    typeof body.error !== "string" ||
+    Object.keys(body).some((k) => !["error", "error_description"].includes(k))
+  ) {
+    throw new Error(`not an error envelope: ${JSON.stringify(body)}`);
+  }
+  return body;
+}
