@@ -1,17 +1,23 @@
 import { monotonicFactory } from "ulid";
 import { createApp } from "./lib/app.ts";
 import { loadConfig } from "./lib/config.ts";
+import { createEmbeddedEngine } from "./lib/engine/engine.ts";
 import { openStores } from "./lib/stores.ts";
+import { startForwarder } from "./workers/forwarder.ts";
 
 const config = loadConfig(Deno.env.toObject());
 const stores = await openStores(config, { serve: true });
+const now = () => new Date();
+const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const app = createApp({
   kv: stores.kv,
   sql: stores.sql,
-  now: () => new Date(),
+  engine,
+  now,
   newId: monotonicFactory(),
   config,
 });
+const forwarder = startForwarder({ kv: stores.kv, engine, now });
 
 const server = Deno.serve({
   port: config.port,
@@ -30,7 +36,9 @@ async function shutdown() {
   if (stopping) return;
   stopping = true;
   await server.shutdown();
+  // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
   await stores.close();
+  await forwarder.catch(() => {});
   Deno.exit(0);
 }
 Deno.addSignalListener("SIGINT", shutdown);

@@ -59,7 +59,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     ),
   );
 
-  app.route("/", eventRoutes());
+  app.route("/", eventRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

@@ -1,11 +1,15 @@
 import type { BrandContext } from "./brands.ts";
 import type { Config } from "./config.ts";
 import type { Sql } from "./db.ts";
+import type { Engine } from "./engine/engine.ts";
 
 /** Everything the app needs from outside, passed in so tests can swap stores and the clock. */
 export interface AppDeps {
   kv: Deno.Kv;
+  /** The KV database holding the ingest queue; the same as `kv` unless configured apart. */
+  queueKv?: Deno.Kv;
   sql: Sql;
+  engine: Engine;
   now: () => Date;
   newId: () => string;
   config: Config;

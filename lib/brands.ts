@@ -92,12 +92,19 @@ export async function createBrand(
              values (${id}, ${name}, ${now}, ${now})`;
     if (shop) {
       const [taken] = await tx`select 1 from integrations where shop_domain = ${shop}`;
-      if (taken) throw new HttpError(409, "conflict", `shop ${shop} belongs to another brand`);
+      const conflict = () =>
+        new HttpError(409, "conflict", `shop ${shop} belongs to another brand`);
+      if (taken) throw conflict();
       await tx`
         insert into integrations (id, integration_id, brand_id, shop_domain, status, connected_at,
                                   access_token_ciphertext, created_at, updated_at)
         values (${deps.newId()}, ${crypto.randomUUID()}, ${id}, ${shop}, 'connected', ${now},
-                ${ciphertext}, ${now}, ${now})`;
+                ${ciphertext}, ${now}, ${now})`
+        .catch((err) => {
+          // A concurrent create of the same shop passes the check above and loses on the unique
+          // index instead (every other unique column here is freshly generated).
+          throw (err as { code?: string }).code === "23505" ? conflict() : err;
+        });
     }
     if (input.beta) {
       await tx`insert into brand_permissions (brand_id, permission, granted_at)

@@ -15,6 +15,10 @@ const envSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1200),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   CURSOR_TTL_SECONDS: z.coerce.number().int().min(60).default(3600),
+  SYNC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  SYNC_BUDGET_MS: z.coerce.number().int().min(1).max(60_000).default(5000),
+  INGEST_RETRY_BACKOFF_MS: z.string().regex(/^\d+(,\d+){0,4}$/, "up to 5 comma-separated ms")
+    .default("1000,5000,30000,120000,600000"),
 });
 
 /** Validated service configuration. */
@@ -33,6 +37,9 @@ export interface Config {
   rateLimitPerMinute: number;
   maxBodyBytes: number;
   cursorTtlSeconds: number;
+  syncRateLimitPerMinute: number;
+  syncBudgetMs: number;
+  ingestRetryBackoffMs: number[];
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -62,5 +69,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
     maxBodyBytes: e.MAX_BODY_BYTES,
     cursorTtlSeconds: e.CURSOR_TTL_SECONDS,
+    syncRateLimitPerMinute: e.SYNC_RATE_LIMIT_PER_MINUTE,
+    syncBudgetMs: e.SYNC_BUDGET_MS,
+    ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),
   };
 }

@@ -4,6 +4,9 @@ import type { PGlite } from "@electric-sql/pglite";
 /** The one SQL driver every module uses. */
 export type Sql = postgres.Sql;
 
+/** A transaction handle of {@linkcode Sql}. */
+export type Tx = postgres.TransactionSql;
+
 /** An open database: the `sql` tag plus how to close whatever was opened for it. */
 export interface Database {
   sql: Sql;

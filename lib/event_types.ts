@@ -307,3 +307,27 @@ export function eventPropertiesSchema(def: EventTypeDefinition): z.ZodType {
 }
 
 const _byName = new Map(EVENT_TYPES.map((def) => [def.name, def]));
+
+/**
+ * Checks an event's `properties` against its type's schema. Returns null when valid, else a
+ * bounded diagnostic (at most three problems, 500 characters).
+ */
+export function checkEventProperties(
+  def: EventTypeDefinition,
+  properties: Record<string, unknown>,
+): string | null {
+  const parsed = _schemaCache(def).safeParse(properties);
+  if (parsed.success) return null;
+  const problems = parsed.error.issues.slice(0, 3).map((issue) =>
+    `properties${issue.path.map((p) => `.${String(p)}`).join("")}: ${issue.message}`
+  );
+  return problems.join("; ").slice(0, 500);
+}
+
+const _schemas = new Map<string, z.ZodType>();
+
+function _schemaCache(def: EventTypeDefinition): z.ZodType {
+  let schema = _schemas.get(def.name);
+  if (!schema) _schemas.set(def.name, schema = eventPropertiesSchema(def));
+  return schema;
+}

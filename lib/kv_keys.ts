@@ -52,3 +52,13 @@ export function usageDailyPrefix(brandId: string): Deno.KvKey {
 export function tokenEncryptionSecretKey(): Deno.KvKey {
   return ["secrets", "token_encryption_key"];
 }
+
+/** A queue message the forwarder gave up on. */
+export function deadLetterKey(messageId: string): Deno.KvKey {
+  return ["dead_letters", messageId];
+}
+
+/** Prefix of every dead letter. */
+export function deadLetterPrefix(): Deno.KvKey {
+  return ["dead_letters"];
+}

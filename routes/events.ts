@@ -1,7 +1,21 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { z as zod } from "zod";
+import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
+import { bodyLimit } from "../lib/body_limit.ts";
+import type { ApplyResult, EventBatch } from "../lib/engine/engine.ts";
+import { HttpError } from "../lib/errors.ts";
 import { EVENT_TYPES, eventTypeSummary } from "../lib/event_types.ts";
+import {
+  IngestBodySchema,
+  MAX_ASYNC_BATCH,
+  MAX_INGEST_BODY_BYTES,
+  MAX_SYNC_BATCH,
+  validateBatch,
+} from "../lib/ingest.ts";
+import { enqueueBatch } from "../lib/ingest_queue.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import { hitRateLimit } from "../lib/rate_limit.ts";
 
 const EventTypeSchema = z.object({
   name: z.string(),
@@ -15,6 +29,19 @@ const EventTypeSchema = z.object({
     properties: z.record(z.string(), z.string()),
   }),
 }).openapi("EventType");
+
+const RejectedSchema = z.array(z.object({
+  index: z.number().int(),
+  errors: z.array(z.object({ path: z.string(), message: z.string() })),
+})).openapi("RejectedEvents");
+
+const ResultSchema = z.object({
+  index: z.number().int(),
+  ok: z.boolean(),
+  status: z.number().int(),
+  result: z.object({ updated: z.number().int(), processedItems: z.number().int() }).optional(),
+  error: z.string().optional(),
+}).openapi("SyncResult");
 
 const listTypes = createRoute({
   method: "get",
@@ -35,14 +62,175 @@ const listTypes = createRoute({
   },
 });
 
+const ingest = createRoute({
+  method: "post",
+  path: "/cdp/events",
+  tags: ["Events"],
+  summary: "Send a batch of events",
+  description: `Async (default): up to ${MAX_ASYNC_BATCH} events, validated at the edge, queued, ` +
+    `answered 202. Sync (?sync=true): up to ${MAX_SYNC_BATCH} events applied inline within the ` +
+    "sync budget, answered 200 with a result per event. Body at most 256 KB; events at most " +
+    "32 KB each. `scope`, `shopDomain` and `source` are refused anywhere in the batch.",
+  security: apiKeySecurity,
+  request: {
+    query: z.object({
+      sync: z.enum(["true", "false"]).optional().openapi({ description: "true = synchronous" }),
+    }),
+    // A plain JSON Schema documents the body without validating it whole: events are validated
+    // one by one so that the valid ones of a batch are still accepted.
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: zod.toJSONSchema(IngestBodySchema, { target: "draft-2020-12" }) as never,
+        },
+      },
+    },
+  },
+  responses: {
+    202: {
+      description: "Queued (async mode)",
+      content: {
+        "application/json": {
+          schema: z.object({
+            accepted: z.number().int(),
+            rejected: RejectedSchema,
+            scope: z.string(),
+          }),
+        },
+      },
+    },
+    200: {
+      description: "Applied (sync mode)",
+      content: {
+        "application/json": {
+          schema: z.object({
+            accepted: z.number().int(),
+            rejected: RejectedSchema,
+            results: z.array(ResultSchema),
+            scope: z.string(),
+          }),
+        },
+      },
+    },
+    ...errorResponses(400, 401, 403, 405, 413, 429, 503),
+  },
+});
+
 // Built-in types never change while the process runs, so the sorted catalog is built once.
 const _catalog = EVENT_TYPES.map(eventTypeSummary)
   .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
-/** Event routes: the catalog (ingest joins in the ingestion issue). */
-export function eventRoutes() {
-  return newRouter().openapi(listTypes, (c) => {
+/** Event routes: the catalog and server-side ingestion. */
+export function eventRoutes(deps: AppDeps) {
+  const router = newRouter();
+  router.use("/cdp/events", bodyLimit({ maxBytes: MAX_INGEST_BODY_BYTES }));
+  router.openapi(listTypes, (c) => {
     const scope = requireScope(c);
     return c.json({ eventTypes: _catalog, scope }, 200);
   });
+  router.openapi(ingest, async (c) => {
+    const scope = requireScope(c);
+    const auth = c.get("auth");
+    const sync = c.req.valid("query").sync === "true";
+    if (sync) await _syncThrottle(deps, auth.keyId);
+    const body = await _readJson(c.req.raw);
+    const { accepted, rejected } = validateBatch(body, {
+      maxEvents: sync ? MAX_SYNC_BATCH : MAX_ASYNC_BATCH,
+      tooLargeCode: sync ? "sync_batch_too_large" : "batch_too_large",
+      newId: deps.newId,
+      // Async mode asks the engine's schema check at the edge, so a caller learns at once
+      // about an event that could never be applied; sync mode reports it per event instead.
+      check: sync ? undefined : deps.engine.checkEvent,
+    });
+    const batch: EventBatch = {
+      scope,
+      source: "server",
+      receivedAt: deps.now().toISOString(),
+      events: accepted.map((a) => a.event),
+    };
+    if (!sync) {
+      if (accepted.length > 0) {
+        try {
+          await enqueueBatch(deps.queueKv ?? deps.kv, {
+            brandId: auth.brandId,
+            batch,
+            newId: deps.newId,
+            backoffMs: deps.config.ingestRetryBackoffMs,
+          });
+        } catch (err) {
+          throw new HttpError(
+            503,
+            "service_unavailable",
+            "the ingest queue is unavailable; no events were accepted, retry the batch",
+            { cause: err },
+          );
+        }
+      }
+      return c.json({ accepted: accepted.length, rejected, scope }, 202);
+    }
+    const results = accepted.length === 0
+      ? []
+      : await _applyWithinBudget(deps, batch, deps.config.syncBudgetMs);
+    return c.json({
+      accepted: accepted.length,
+      rejected,
+      results: accepted.map((a, i) => ({ index: a.index, ...results[i]! })),
+      scope,
+    }, 200);
+  });
+  return router;
+}
+
+async function _readJson(request: Request): Promise<unknown> {
+  const text = await request.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, "bad_request", "body is not valid JSON");
+  }
+}
+
+async function _syncThrottle(deps: AppDeps, keyId: string): Promise<void> {
+  const policy = { name: "sync", limit: deps.config.syncRateLimitPerMinute, windowMs: 60_000 };
+  const result = await hitRateLimit(deps.kv, policy, keyId, deps.now());
+  if (!result.allowed) {
+    throw new HttpError(
+      429,
+      "sync_throttled",
+      `at most ${policy.limit} sync requests per minute; retry after ${result.retryAfterSeconds}s`,
+      { headers: { "Retry-After": String(result.retryAfterSeconds) } },
+    );
+  }
+}
+
+/**
+ * Applies a sync batch under a hard budget. Past it the answer is 503 at once; the engine
+ * refuses to commit after its deadline, so nothing is stored and nothing is queued.
+ */
+async function _applyWithinBudget(
+  deps: AppDeps,
+  batch: EventBatch,
+  budgetMs: number,
+): Promise<ApplyResult[]> {
+  const deadline = Date.now() + budgetMs;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const applying = deps.engine.applyEvents(batch, { deadline });
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`sync budget of ${budgetMs} ms exceeded`)), budgetMs);
+  });
+  try {
+    return await Promise.race([applying, timeout]);
+  } catch (err) {
+    // The losing engine call still settles (it rolls back); never leave its rejection unhandled.
+    applying.catch(() => {});
+    throw new HttpError(
+      503,
+      "upstream_unavailable",
+      "the engine did not apply the batch within the sync budget; nothing was stored",
+      { cause: err },
+    );
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -10,6 +10,7 @@ import { issueApiKey } from "../lib/api_keys.ts";
 import { createApp } from "../lib/app.ts";
 import type { AppDeps, AppEnv } from "../lib/app_env.ts";
 import { createBrand } from "../lib/brands.ts";
+import { createEmbeddedEngine } from "../lib/engine/engine.ts";
 import { type Config, loadConfig } from "../lib/config.ts";
 import { servePglite, type Sql } from "../lib/db.ts";
 import { migrate, MIGRATIONS } from "../lib/migrations.ts";
@@ -155,7 +156,8 @@ export async function createTestContext(
   const clock = testClock();
   const config = loadConfig({ DATA_DIR: "/nonexistent", ...env });
   const newId = monotonicFactory();
-  const deps: AppDeps = { kv, sql: database.sql, now: clock.now, newId, config };
+  const engine = createEmbeddedEngine({ sql: database.sql, now: clock.now });
+  const deps: AppDeps = { kv, sql: database.sql, engine, now: clock.now, newId, config };
   const app = createApp(deps);
   const cipher = await openTokenCipher(kv, undefined);
   return {

@@ -186,3 +186,20 @@ Deno.test("json body: wrong types → 400 naming body.<field>", async () => {
   const array = await errorBody(await postJson(app, "[]"));
   assert.match(array.error_description, /^body: /);
 });
+
+Deno.test("json body: a required JSON body sent without a JSON Content-Type → 415 envelope", async () => {
+  const app = pagingApp();
+  const valid = JSON.stringify({ name: "a", count: 2, tags: [] });
+  for (const headers of [new Headers(), new Headers({ "Content-Type": "text/plain" })]) {
+    const res = await app.request("/items", { method: "POST", body: valid, headers });
+    assert.equal(res.status, 415);
+    assert.equal((await errorBody(res)).error, "unsupported_media_type");
+  }
+  const charset = await app.request("/items", {
+    method: "POST",
+    body: valid,
+    headers: { "Content-Type": "application/json; charset=utf-8" },
+  });
+  assert.equal(charset.status, 200);
+  await charset.body?.cancel();
+});

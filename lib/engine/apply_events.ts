@@ -1,0 +1,329 @@
+import type { Sql, Tx } from "../db.ts";
+import { type ApplyResult, checkEvent, type EventBatch, type EventSource } from "./engine.ts";
+import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
+
+type _Tx = Tx;
+
+interface _EventRow {
+  id: string;
+  index: number;
+  profile_id: string;
+  session_id: string;
+  event_type: string;
+  time_stamp: string;
+  properties: Record<string, unknown>;
+  flattened_properties: Record<string, unknown>;
+  target: { itemId: string; itemType: string } | null;
+}
+
+interface _ProfileRow {
+  item_id: string;
+  properties: Record<string, unknown>;
+  provenance: "server" | "pixel" | "merged";
+  first_visit: Date | null;
+  last_visit: Date | null;
+  nb_of_visits: number;
+  created_at: Date;
+}
+
+/** The session id of an event sent without one: one per profile per UTC day. */
+export function defaultSessionId(profileId: string, timeStamp: string): string {
+  // ':' is refused in caller-supplied ids, so a generated id can never collide with one.
+  return `${profileId}:${timeStamp.slice(0, 10)}`;
+}
+
+/**
+ * Applies a batch in one transaction, set-based (a handful of statements whatever the batch
+ * size) and idempotent: an event id already stored is skipped whole, so a redelivered message
+ * changes nothing and counts no visit twice.
+ */
+export async function applyEventBatch(
+  sql: Sql,
+  batch: EventBatch,
+  options: { now: () => Date; deadline?: number },
+): Promise<ApplyResult[]> {
+  const results: ApplyResult[] = [];
+  const rows: _EventRow[] = [];
+  const receivedNow = options.now().toISOString();
+  batch.events.forEach((event, index) => {
+    const problem = checkEvent(event);
+    if (problem) {
+      results[index] = { ok: false, ...problem };
+      return;
+    }
+    const timeStamp = event.timeStamp ? new Date(event.timeStamp).toISOString() : receivedNow;
+    rows.push({
+      id: event.id,
+      index,
+      profile_id: event.profileId,
+      session_id: event.sessionId ?? defaultSessionId(event.profileId, timeStamp),
+      event_type: event.eventType,
+      time_stamp: timeStamp,
+      properties: event.properties ?? {},
+      flattened_properties: event.flattenedProperties ?? {},
+      target: event.target
+        ? { itemId: event.target.itemId, itemType: event.target.itemType }
+        : null,
+    });
+  });
+  if (rows.length === 0) return results;
+
+  const updated = await sql.begin(async (tx) => {
+    if (options.deadline !== undefined) {
+      const remaining = Math.floor(options.deadline - Date.now());
+      if (remaining <= 0) throw new Error("deadline exceeded before the batch started");
+      await tx`select set_config('statement_timeout', ${String(remaining)}, true)`;
+    }
+    const changed = await _applyRows(tx, batch, rows, options.now());
+    // The last chance to refuse: past the budget the caller has answered 503, so commit nothing.
+    if (options.deadline !== undefined && Date.now() > options.deadline) {
+      throw new Error("deadline exceeded; the batch was rolled back");
+    }
+    return changed;
+  });
+  for (const row of rows) {
+    results[row.index] = {
+      ok: true,
+      status: 200,
+      result: updated.has(row.id)
+        ? { updated: updated.get(row.id)! ? 1 : 0, processedItems: 1 }
+        : { updated: 0, processedItems: 0 },
+    };
+  }
+  return results;
+}
+
+/** Stores the rows; returns, for each newly stored event id, whether it changed its profile. */
+async function _applyRows(
+  tx: _Tx,
+  batch: EventBatch,
+  rows: _EventRow[],
+  now: Date,
+): Promise<Map<string, boolean>> {
+  const { scope, source } = batch;
+  const inserted = await tx<{ id: string }[]>`
+    insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
+                        flattened_properties, target, source, received_at)
+    select ${scope}, x.id, x.profile_id, x.session_id, x.event_type, x.time_stamp, x.properties,
+           x.flattened_properties, x.target, ${source}, ${batch.receivedAt}::timestamptz
+    from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
+      id text, profile_id text, session_id text, event_type text, time_stamp timestamptz,
+      properties jsonb, flattened_properties jsonb, target jsonb)
+    on conflict (scope, id) do nothing
+    returning id`;
+  const insertedIds = new Set(inserted.map((r) => r.id));
+  const fresh = rows.filter((row) => insertedIds.has(row.id))
+    .sort((a, b) => a.time_stamp.localeCompare(b.time_stamp) || a.index - b.index);
+  const outcome = new Map<string, boolean>();
+  if (fresh.length === 0) return outcome;
+
+  const master = await _resolveAliases(tx, scope, [...new Set(fresh.map((r) => r.profile_id))]);
+  const profileIds = [...new Set(master.values())].sort();
+  // Ensure every profile exists, then lock them all in one order: no lost update, no deadlock.
+  const created = new Set(
+    (await tx<{ item_id: string }[]>`
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      select ${scope}, x.item_id, jsonb_build_object('shopDomain', ${scope}::text), ${source},
+             ${now}, ${now}
+      from unnest(${profileIds}::text[]) as x(item_id)
+      on conflict (scope, item_id) do nothing
+      returning item_id`).map((r) => r.item_id),
+  );
+  const profiles = new Map(
+    (await tx<_ProfileRow[]>`
+      select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+      from profiles
+      where scope = ${scope} and item_id = any(${profileIds}::text[])
+      order by item_id
+      for update`).map((p) => [p.item_id, p]),
+  );
+
+  const newVisits = await _upsertSessions(tx, scope, fresh, master);
+  const touched = new Set<string>();
+  const mergeChecks: { profileId: string; mergeIdentifier: string }[] = [];
+  const targetMerges: { profileId: string; otherId: string }[] = [];
+  for (const row of fresh) {
+    const profile = profiles.get(master.get(row.profile_id)!)!;
+    let changed = false;
+    if (row.event_type === "updateProperties") {
+      const before = profile.properties.mergeIdentifier;
+      const next = applyUpdateProperties(
+        profile.properties,
+        row.properties as UpdatePropertiesPayload,
+      );
+      // The scope stamp is the engine's, never the caller's.
+      next.properties.shopDomain = scope;
+      if (next.changed) {
+        profile.properties = next.properties;
+        changed = true;
+        const after = profile.properties.mergeIdentifier;
+        if (typeof after === "string" && after !== "" && after !== before) {
+          mergeChecks.push({ profileId: profile.item_id, mergeIdentifier: after });
+        }
+      }
+    }
+    const ts = new Date(row.time_stamp);
+    if (!profile.first_visit || ts < profile.first_visit) profile.first_visit = ts;
+    if (!profile.last_visit || ts > profile.last_visit) profile.last_visit = ts;
+    if (
+      !created.has(profile.item_id) && profile.provenance !== source &&
+      profile.provenance !== "merged"
+    ) {
+      // A server event naming a pixel profile (or the reverse) links the two identities.
+      profile.provenance = "merged";
+      changed = true;
+    }
+    if (
+      source === "server" && row.target?.itemType === "profile" &&
+      row.target.itemId !== row.profile_id
+    ) {
+      targetMerges.push({ profileId: profile.item_id, otherId: row.target.itemId });
+    }
+    touched.add(profile.item_id);
+    outcome.set(row.id, changed);
+  }
+  for (const [profileId, visits] of newVisits) profiles.get(profileId)!.nb_of_visits += visits;
+
+  const writes = [...touched].map((id) => {
+    const p = profiles.get(id)!;
+    return {
+      item_id: id,
+      properties: p.properties,
+      provenance: p.provenance,
+      first_visit: p.first_visit?.toISOString() ?? null,
+      last_visit: p.last_visit?.toISOString() ?? null,
+      nb_of_visits: p.nb_of_visits,
+    };
+  });
+  await tx`
+    update profiles p
+    set properties = x.properties, provenance = x.provenance, first_visit = x.first_visit,
+        last_visit = x.last_visit, nb_of_visits = x.nb_of_visits, updated_at = ${now}
+    from jsonb_to_recordset(${tx.json(writes as never)}::jsonb) as x(
+      item_id text, properties jsonb, provenance text, first_visit timestamptz,
+      last_visit timestamptz, nb_of_visits integer)
+    where p.scope = ${scope} and p.item_id = x.item_id`;
+
+  for (const { profileId, mergeIdentifier } of mergeChecks) {
+    const others = await tx<{ item_id: string }[]>`
+      select item_id from profiles
+      where scope = ${scope} and properties ->> 'mergeIdentifier' = ${mergeIdentifier}
+        and item_id <> ${profileId}
+      order by item_id`;
+    for (const other of others) await mergeProfiles(tx, scope, profileId, other.item_id, now);
+  }
+  for (const { profileId, otherId } of targetMerges) {
+    await mergeProfiles(tx, scope, profileId, otherId, now);
+  }
+  return outcome;
+}
+
+/** Maps each id to the profile it belongs to now (itself unless merged away). */
+async function _resolveAliases(
+  tx: _Tx,
+  scope: string,
+  ids: string[],
+): Promise<Map<string, string>> {
+  const aliases = await tx<{ alias_id: string; profile_id: string }[]>`
+    select alias_id, profile_id from profile_aliases
+    where scope = ${scope} and alias_id = any(${ids}::text[])`;
+  const master = new Map(ids.map((id) => [id, id]));
+  for (const alias of aliases) master.set(alias.alias_id, alias.profile_id);
+  return master;
+}
+
+/** Upserts the batch's sessions; returns how many new sessions (visits) each profile gained. */
+async function _upsertSessions(
+  tx: _Tx,
+  scope: string,
+  fresh: _EventRow[],
+  master: Map<string, string>,
+): Promise<Map<string, number>> {
+  const sessions = new Map<
+    string,
+    { item_id: string; profile_id: string; first: string; last: string; count: number }
+  >();
+  for (const row of fresh) {
+    const session = sessions.get(row.session_id);
+    if (!session) {
+      sessions.set(row.session_id, {
+        item_id: row.session_id,
+        profile_id: master.get(row.profile_id)!,
+        first: row.time_stamp,
+        last: row.time_stamp,
+        count: 1,
+      });
+    } else {
+      if (row.time_stamp < session.first) session.first = row.time_stamp;
+      if (row.time_stamp > session.last) session.last = row.time_stamp;
+      session.count++;
+    }
+  }
+  const upserted = await tx<{ profile_id: string; inserted: boolean }[]>`
+    insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at, event_count)
+    select ${scope}, x.item_id, x.profile_id, x.first, x.last, x.count
+    from jsonb_to_recordset(${tx.json([...sessions.values()] as never)}::jsonb) as x(
+      item_id text, profile_id text, first timestamptz, last timestamptz, count integer)
+    on conflict (scope, item_id) do update
+    set first_event_at = least(sessions.first_event_at, excluded.first_event_at),
+        last_event_at = greatest(sessions.last_event_at, excluded.last_event_at),
+        event_count = sessions.event_count + excluded.event_count
+    returning profile_id, (xmax = 0) as inserted`;
+  const visits = new Map<string, number>();
+  for (const row of upserted) {
+    if (row.inserted) visits.set(row.profile_id, (visits.get(row.profile_id) ?? 0) + 1);
+  }
+  return visits;
+}
+
+const _RANK: Record<EventSource | "merged", number> = { merged: 2, server: 1, pixel: 0 };
+
+/**
+ * Merges two profiles of a scope into one `merged` profile. The survivor is the more
+ * deterministic identity (merged, then server, then pixel; then the older); its properties win,
+ * the other's fill the gaps; visits add up. The absorbed id and every id it had absorbed stay
+ * readable through profile_aliases, and both histories stay attached.
+ */
+export async function mergeProfiles(
+  tx: _Tx,
+  scope: string,
+  a: string,
+  b: string,
+  now: Date,
+): Promise<string | null> {
+  const resolved = await _resolveAliases(tx, scope, [a, b]);
+  const [idA, idB] = [resolved.get(a)!, resolved.get(b)!];
+  if (idA === idB) return idA;
+  const rows = await tx<_ProfileRow[]>`
+    select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+    from profiles where scope = ${scope} and item_id in (${idA}, ${idB})
+    order by item_id for update`;
+  if (rows.length < 2) return null;
+  const [keep, absorb] = [...rows].sort((x, y) =>
+    _RANK[y.provenance] - _RANK[x.provenance] ||
+    x.created_at.getTime() - y.created_at.getTime() ||
+    x.item_id.localeCompare(y.item_id)
+  ) as [_ProfileRow, _ProfileRow];
+  const firstVisit = [keep.first_visit, absorb.first_visit].filter((d): d is Date => d !== null)
+    .sort((x, y) => x.getTime() - y.getTime())[0] ?? null;
+  const lastVisit = [keep.last_visit, absorb.last_visit].filter((d): d is Date => d !== null)
+    .sort((x, y) => y.getTime() - x.getTime())[0] ?? null;
+  await tx`
+    update profiles
+    set properties = ${tx.json({ ...absorb.properties, ...keep.properties } as never)}::jsonb,
+        provenance = 'merged', first_visit = ${firstVisit}, last_visit = ${lastVisit},
+        nb_of_visits = ${keep.nb_of_visits + absorb.nb_of_visits}, updated_at = ${now}
+    where scope = ${scope} and item_id = ${keep.item_id}`;
+  await tx`delete from profiles where scope = ${scope} and item_id = ${absorb.item_id}`;
+  await tx`
+    update profile_aliases set profile_id = ${keep.item_id}
+    where scope = ${scope} and profile_id = ${absorb.item_id}`;
+  await tx`
+    insert into profile_aliases (scope, alias_id, profile_id, merged_at)
+    values (${scope}, ${absorb.item_id}, ${keep.item_id}, ${now})
+    on conflict (scope, alias_id) do update set profile_id = excluded.profile_id`;
+  await tx`
+    update sessions set profile_id = ${keep.item_id}
+    where scope = ${scope} and profile_id = ${absorb.item_id}`;
+  return keep.item_id;
+}

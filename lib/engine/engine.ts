@@ -1,0 +1,73 @@
+import type { Sql } from "../db.ts";
+import { checkEventProperties, findEventType } from "../event_types.ts";
+import { applyEventBatch } from "./apply_events.ts";
+import { checkUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
+
+/** An event accepted at the edge, with its server id. */
+export interface IngestEvent {
+  id: string;
+  eventType: string;
+  profileId: string;
+  sessionId?: string;
+  properties?: Record<string, unknown>;
+  flattenedProperties?: Record<string, unknown>;
+  timeStamp?: string;
+  target?: { itemId: string; itemType: string; properties?: Record<string, unknown> };
+}
+
+/** Where a batch came from: server-side ingest or the storefront pixel proxy. */
+export type EventSource = "server" | "pixel";
+
+/** Events of one scope, applied together. */
+export interface EventBatch {
+  scope: string;
+  source: EventSource;
+  receivedAt: string;
+  events: IngestEvent[];
+}
+
+/** The engine's answer for one event (spec 4.1 sync `results[]`, without the index). */
+export type ApplyResult =
+  | { ok: true; status: 200; result: { updated: number; processedItems: number } }
+  | { ok: false; status: number; error: string };
+
+/**
+ * The customer-data engine as the gateway sees it. The embedded engine runs on Postgres; an
+ * adapter for an external engine (Apache Unomi over HTTP) can implement the same interface.
+ */
+export interface Engine {
+  /** Checks one event against its type's schema: null when it can be applied. */
+  checkEvent(event: IngestEvent): { status: number; error: string } | null;
+  /**
+   * Applies a batch in one transaction, idempotently by event id. Permanent per-event failures
+   * are results with a 4xx status; a thrown error means nothing was stored and a retry may work.
+   * Past `deadline` (epoch ms) it throws and stores nothing.
+   */
+  applyEvents(batch: EventBatch, options?: { deadline?: number }): Promise<ApplyResult[]>;
+}
+
+/** The embedded engine over Postgres. */
+export function createEmbeddedEngine(deps: { sql: Sql; now: () => Date }): Engine {
+  return {
+    checkEvent,
+    applyEvents: (batch, options = {}) =>
+      applyEventBatch(deps.sql, batch, { ...options, now: deps.now }),
+  };
+}
+
+/** Checks an event against the registry: type known, properties valid, updates well-formed. */
+export function checkEvent(event: IngestEvent): { status: number; error: string } | null {
+  const def = findEventType(event.eventType);
+  if (!def) return { status: 400, error: `no registered schema for event type ${event.eventType}` };
+  const problem = checkEventProperties(def, event.properties ?? {});
+  if (problem) return { status: 400, error: problem };
+  if (def.name === "updateProperties") {
+    const payload = (event.properties ?? {}) as UpdatePropertiesPayload;
+    if (payload.targetId !== undefined && payload.targetId !== event.profileId) {
+      return { status: 403, error: "updateProperties may only target the event's own profile" };
+    }
+    const invalid = checkUpdateProperties(payload);
+    if (invalid) return { status: 400, error: invalid };
+  }
+  return null;
+}

@@ -1,0 +1,162 @@
+import { z } from "zod";
+import type { IngestEvent } from "./engine/engine.ts";
+import { type ErrorCode, HttpError } from "./errors.ts";
+
+/** Events per batch (spec section 8). */
+export const MAX_ASYNC_BATCH = 50;
+export const MAX_SYNC_BATCH = 10;
+/** Request body limit of POST /cdp/events (spec section 8). */
+export const MAX_INGEST_BODY_BYTES = 256 * 1024;
+/**
+ * One event's JSON size limit (as Segment's). It keeps every event within one Deno KV queue
+ * message (64 KiB) whatever its characters.
+ */
+export const MAX_EVENT_BYTES = 32 * 1024;
+
+/** Keys a caller may never send: the scope is bound to the credential (spec 2.1, 4.1.5). */
+const _SCOPE_KEYS = new Set(["scope", "shopDomain", "source"]);
+
+const _id = z.string().min(1).max(60).refine((s) => !s.includes(":"), "must not contain ':'");
+const _object = z.record(z.string(), z.unknown());
+
+/** One event of a batch, strictly (spec 2.1). */
+export const IngestEventSchema = z.strictObject({
+  eventType: z.string().regex(
+    /^[A-Za-z][A-Za-z0-9_]{0,63}$/,
+    "must start with a letter, then letters, digits or underscores; at most 64 characters",
+  ),
+  profileId: _id,
+  sessionId: _id.optional(),
+  properties: _object.optional(),
+  flattenedProperties: _object.optional(),
+  timeStamp: z.iso.datetime({ offset: true }).optional(),
+  target: z.strictObject({
+    itemId: z.string().min(1).max(255),
+    itemType: z.string().min(1).max(64),
+    properties: _object.optional(),
+  }).optional(),
+});
+
+/** The request body (for the OpenAPI document; events are validated one by one). */
+export const IngestBodySchema = z.strictObject({
+  events: z.array(IngestEventSchema).min(1).max(MAX_ASYNC_BATCH),
+});
+
+/** A per-event rejection of spec 4.1 (`rejected[]`). */
+export interface Rejection {
+  index: number;
+  errors: { path: string; message: string }[];
+}
+
+/** An accepted event and its position in the request. */
+export interface AcceptedEvent {
+  index: number;
+  event: IngestEvent;
+}
+
+/**
+ * Validates a parsed body. Batch-level problems throw (400 `bad_request`, `batch_too_large`,
+ * `sync_batch_too_large`, `scope_binding`); per-event problems become rejections while the
+ * valid events are accepted, each with a new server id.
+ */
+export function validateBatch(
+  body: unknown,
+  options: {
+    maxEvents: number;
+    tooLargeCode: ErrorCode;
+    newId: () => string;
+    check?: (event: IngestEvent) => { error: string } | null;
+  },
+): { accepted: AcceptedEvent[]; rejected: Rejection[] } {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new HttpError(400, "bad_request", "body must be a JSON object { events: [...] }");
+  }
+  const bound = scopeBindingPaths(body);
+  if (bound.length > 0) {
+    throw new HttpError(
+      400,
+      "scope_binding",
+      `scope is bound to the API key; remove ${bound.slice(0, 20).join(", ")}${
+        bound.length > 20 ? ` and ${bound.length - 20} more` : ""
+      }`,
+    );
+  }
+  const extra = Object.keys(body).filter((key) => key !== "events");
+  if (extra.length > 0) {
+    throw new HttpError(
+      400,
+      "bad_request",
+      `unknown body field: ${extra.map((k) => `$.${k}`).join(", ")}`,
+    );
+  }
+  const events = (body as { events?: unknown }).events;
+  if (!Array.isArray(events)) throw new HttpError(400, "bad_request", "$.events must be an array");
+  if (events.length === 0) throw new HttpError(400, "bad_request", "$.events must not be empty");
+  if (events.length > options.maxEvents) {
+    throw new HttpError(
+      400,
+      options.tooLargeCode,
+      `at most ${options.maxEvents} events per batch; got ${events.length}`,
+    );
+  }
+  const accepted: AcceptedEvent[] = [];
+  const rejected: Rejection[] = [];
+  events.forEach((raw, index) => {
+    const parsed = IngestEventSchema.safeParse(raw);
+    if (!parsed.success) {
+      rejected.push({
+        index,
+        errors: parsed.error.issues.map((issue) => ({
+          path: _jsonPath(["events", index, ...issue.path]),
+          message: issue.message,
+        })),
+      });
+      return;
+    }
+    if (new TextEncoder().encode(JSON.stringify(raw)).length > MAX_EVENT_BYTES) {
+      rejected.push({
+        index,
+        errors: [{
+          path: _jsonPath(["events", index]),
+          message: `event exceeds ${MAX_EVENT_BYTES} bytes`,
+        }],
+      });
+      return;
+    }
+    const event: IngestEvent = { id: options.newId(), ...parsed.data };
+    const problem = options.check?.(event);
+    if (problem) {
+      const field = problem.error.startsWith("no registered schema") ? "eventType" : "properties";
+      rejected.push({
+        index,
+        errors: [{ path: _jsonPath(["events", index, field]), message: problem.error }],
+      });
+      return;
+    }
+    accepted.push({ index, event });
+  });
+  return { accepted, rejected };
+}
+
+/** JSON paths of every `scope`, `shopDomain` or `source` key anywhere in a value. */
+export function scopeBindingPaths(value: unknown, path: (string | number)[] = []): string[] {
+  if (Array.isArray(value)) {
+    return value.flatMap((item, i) => scopeBindingPaths(item, [...path, i]));
+  }
+  if (typeof value !== "object" || value === null) return [];
+  return Object.entries(value).flatMap(([key, child]) => [
+    ...(_SCOPE_KEYS.has(key) ? [_jsonPath([...path, key])] : []),
+    ...scopeBindingPaths(child, [...path, key]),
+  ]);
+}
+
+function _jsonPath(path: PropertyKey[]): string {
+  return "$" +
+    path.map((p) =>
+      typeof p === "number"
+        ? `[${p}]`
+        : /^[A-Za-z_$][\w$]*$/.test(String(p))
+        ? `.${String(p)}`
+        : `[${JSON.stringify(String(p))}]`
+    ).join("");
+}

@@ -1,0 +1,143 @@
+import type { EventBatch, IngestEvent } from "./engine/engine.ts";
+import { deadLetterKey, deadLetterPrefix } from "./kv_keys.ts";
+
+/** A queue message carrying events for the engine. */
+export interface EventsMessage {
+  kind: "events";
+  id: string;
+  brandId: string;
+  batch: EventBatch;
+}
+
+/** Every message kind the one queue listener dispatches. */
+export type QueueMessage = EventsMessage;
+
+/** A message the forwarder gave up on, kept for an operator (`deadletter list` / `replay`). */
+export interface DeadLetter {
+  id: string;
+  message: EventsMessage;
+  /** Why: a permanent engine rejection, or retries exhausted. */
+  reason: string;
+  failedAt: string | null;
+}
+
+// Deno KV refuses queue messages over 64 KiB; leave room for the envelope.
+const _MESSAGE_BUDGET = 56_000;
+
+/** Retry delays (ms) of a message whose handler throws; then it goes to its dead-letter key. */
+export const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
+
+/** Splits events into chunks whose serialized size stays under the queue's message limit. */
+export function chunkEvents(events: IngestEvent[]): IngestEvent[][] {
+  const chunks: IngestEvent[][] = [];
+  let current: IngestEvent[] = [];
+  let size = 0;
+  for (const event of events) {
+    const eventSize = _serializedSize(event);
+    if (current.length > 0 && size + eventSize > _MESSAGE_BUDGET) {
+      chunks.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(event);
+    size += eventSize;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
+
+/**
+ * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
+ * queued or none is (the caller then answers 503 and accepts nothing).
+ */
+export async function enqueueBatch(
+  kv: Deno.Kv,
+  input: { brandId: string; batch: EventBatch; newId: () => string; backoffMs?: number[] },
+): Promise<void> {
+  const op = kv.atomic();
+  for (const events of chunkEvents(input.batch.events)) {
+    const message: EventsMessage = {
+      kind: "events",
+      id: input.newId(),
+      brandId: input.brandId,
+      batch: { ...input.batch, events },
+    };
+    op.enqueue(message, {
+      keysIfUndelivered: [deadLetterKey(message.id)],
+      backoffSchedule: input.backoffMs ?? DEFAULT_BACKOFF_MS,
+    });
+  }
+  const result = await op.commit();
+  if (!result.ok) throw new Error("ingest queue commit was refused");
+}
+
+/** True for a message this service enqueued. */
+export function isEventsMessage(value: unknown): value is EventsMessage {
+  const m = value as EventsMessage;
+  return typeof m === "object" && m !== null && m.kind === "events" && typeof m.id === "string" &&
+    typeof m.brandId === "string" && typeof m.batch === "object" && Array.isArray(m.batch?.events);
+}
+
+/** Records a message the forwarder will not retry. */
+export async function writeDeadLetter(
+  kv: Deno.Kv,
+  message: EventsMessage,
+  reason: string,
+  failedAt: Date,
+): Promise<void> {
+  await kv.set(deadLetterKey(message.id), {
+    deadLetter: true,
+    message,
+    reason,
+    failedAt: failedAt.toISOString(),
+  });
+}
+
+/** Dead letters, oldest first, optionally of one brand. */
+export async function listDeadLetters(kv: Deno.Kv, brandId?: string): Promise<DeadLetter[]> {
+  const letters: DeadLetter[] = [];
+  for await (const entry of kv.list({ prefix: deadLetterPrefix() })) {
+    const letter = _toDeadLetter(String(entry.key[1]), entry.value);
+    if (letter && (!brandId || letter.message.brandId === brandId)) letters.push(letter);
+  }
+  return letters;
+}
+
+/** One dead letter and its KV entry (for an atomic delete after replay), or null. */
+export async function getDeadLetter(
+  kv: Deno.Kv,
+  id: string,
+): Promise<{ letter: DeadLetter; entry: Deno.KvEntry<unknown> } | null> {
+  const entry = await kv.get(deadLetterKey(id));
+  const letter = entry.versionstamp ? _toDeadLetter(id, entry.value) : null;
+  return letter ? { letter, entry: entry as Deno.KvEntry<unknown> } : null;
+}
+
+function _toDeadLetter(id: string, value: unknown): DeadLetter | null {
+  // KV itself writes the bare message when retries run out; the forwarder writes a wrapper.
+  if (isEventsMessage(value)) {
+    return { id, message: value, reason: "delivery retries exhausted", failedAt: null };
+  }
+  const wrapped = value as {
+    deadLetter?: boolean;
+    message?: unknown;
+    reason?: string;
+    failedAt?: string;
+  };
+  if (wrapped?.deadLetter && isEventsMessage(wrapped.message)) {
+    return {
+      id,
+      message: wrapped.message,
+      reason: wrapped.reason ?? "",
+      failedAt: wrapped.failedAt ?? null,
+    };
+  }
+  return null;
+}
+
+function _serializedSize(value: unknown): number {
+  const json = JSON.stringify(value);
+  // V8 stores a string with any code unit above 0xFF as two bytes per unit. JSON text holds no
+  // raw control characters, so everything below 0x20 is already escaped.
+  return /[^\x20-\xff]/.test(json) ? json.length * 2 : json.length;
+}
