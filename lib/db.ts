@@ -1,5 +1,6 @@
 import postgres from "postgres";
 import type { PGlite } from "@electric-sql/pglite";
+import { startPgliteServer } from "./pglite_server.ts";
 
 /** The one SQL driver every module uses. */
 export type Sql = postgres.Sql;
@@ -38,8 +39,8 @@ const _POSTGRES_OPTIONS = { onnotice: () => {}, connection: { application_name: 
  *
  * Embedded mode elects one owner per data directory with an OS file lock (`dataDir/pg.lock`,
  * released by the kernel if the owner dies). The owner opens PGlite; if it serves, it listens on
- * a Unix socket and every other process (a CLI command in a second terminal) connects through
- * that socket with the same driver. Two processes never open the data directory at once.
+ * a Unix socket (lib/pglite_server.ts) and every other process (a CLI command in a second
+ * terminal) connects through that socket with the same driver. Two processes never open the data directory at once.
  */
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
@@ -95,16 +96,13 @@ export async function servePglite(
   max = 4,
 ): Promise<{ sql: Sql; stop(): Promise<void> }> {
   await Deno.remove(socketPath).catch(() => {});
-  // Loaded on demand: a service on DATABASE_URL never pays for the embedded engine.
-  const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
-  const server = new PGLiteSocketServer({ db: pglite, path: socketPath, maxConnections: 64 });
-  await server.start();
+  const server = await startPgliteServer(pglite, socketPath);
   const sql = postgres({ ..._POSTGRES_OPTIONS, path: socketPath, max });
   return {
     sql,
     async stop() {
       await sql.end({ timeout: 5 });
-      await server.stop();
+      await server.close();
       await Deno.remove(socketPath).catch(() => {});
     },
   };
@@ -116,6 +114,7 @@ async function _openOwner(
   lockFile: Deno.FsFile,
   options: OpenDatabaseOptions,
 ): Promise<Database> {
+  // Loaded on demand: a service on DATABASE_URL never pays for the embedded engine.
   const { PGlite } = await import("@electric-sql/pglite");
   const pglite = await PGlite.create({ dataDir: `${dataDir}/pg` });
   // A CLI owner talks to its PGlite through a private socket, so the driver stays the same, and

@@ -1,4 +1,4 @@
-import type { EventBatch, IngestEvent } from "./engine/engine.ts";
+import type { Engine, EventBatch, IngestEvent } from "./engine/engine.ts";
 import { deadLetterKey, deadLetterPrefix } from "./kv_keys.ts";
 
 /** A queue message carrying events for the engine. */
@@ -140,4 +140,43 @@ function _serializedSize(value: unknown): number {
   // V8 stores a string with any code unit above 0xFF as two bytes per unit. JSON text holds no
   // raw control characters, so everything below 0x20 is already escaped.
   return /[^\x20-\xff]/.test(json) ? json.length * 2 : json.length;
+}
+
+/** The outcome of replaying one dead letter. */
+export interface ReplayOutcome {
+  id: string;
+  applied: number;
+  failed: { eventId: string; status: number; error: string }[];
+}
+
+/**
+ * Re-applies a dead letter's events through the engine. When every event applies, the letter is
+ * deleted (only if unchanged meanwhile); otherwise it stays with the new reason. The engine is
+ * idempotent, so replaying twice never applies an event twice.
+ */
+export async function replayDeadLetter(
+  deps: { kv: Deno.Kv; engine: Engine; now: () => Date },
+  id: string,
+): Promise<ReplayOutcome | null> {
+  const found = await getDeadLetter(deps.kv, id);
+  if (!found) return null;
+  const { letter, entry } = found;
+  const results = await deps.engine.applyEvents(letter.message.batch);
+  const failed = letter.message.batch.events.flatMap((event, i) => {
+    const result = results[i];
+    return result && !result.ok
+      ? [{ eventId: event.id, status: result.status, error: result.error }]
+      : [];
+  });
+  if (failed.length === 0) {
+    await deps.kv.atomic().check(entry).delete(entry.key).commit();
+  } else {
+    await writeDeadLetter(
+      deps.kv,
+      letter.message,
+      failed.map((f) => `${f.eventId}: ${f.status} ${f.error}`).join("; ").slice(0, 2000),
+      deps.now(),
+    );
+  }
+  return { id, applied: results.filter((r) => r?.ok).length, failed };
 }

@@ -1,5 +1,5 @@
 import type { Sql, Tx } from "../db.ts";
-import { type ApplyResult, checkEvent, type EventBatch, type EventSource } from "./engine.ts";
+import { type ApplyResult, checkEvent, type EventBatch } from "./engine.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 
 type _Tx = Tx;
@@ -204,13 +204,18 @@ async function _applyRows(
       last_visit timestamptz, nb_of_visits integer)
     where p.scope = ${scope} and p.item_id = x.item_id`;
 
+  // The profile that already carried an identity survives: the earliest holder of a
+  // mergeIdentifier absorbs the newcomer (and any other holder).
   for (const { profileId, mergeIdentifier } of mergeChecks) {
-    const others = await tx<{ item_id: string }[]>`
+    const holders = await tx<{ item_id: string }[]>`
       select item_id from profiles
       where scope = ${scope} and properties ->> 'mergeIdentifier' = ${mergeIdentifier}
         and item_id <> ${profileId}
-      order by item_id`;
-    for (const other of others) await mergeProfiles(tx, scope, profileId, other.item_id, now);
+      order by created_at, item_id`;
+    for (const holder of holders) {
+      await mergeProfiles(tx, scope, holders[0]!.item_id, holder.item_id, now);
+    }
+    if (holders.length > 0) await mergeProfiles(tx, scope, holders[0]!.item_id, profileId, now);
   }
   for (const { profileId, otherId } of targetMerges) {
     await mergeProfiles(tx, scope, profileId, otherId, now);
@@ -276,34 +281,31 @@ async function _upsertSessions(
   return visits;
 }
 
-const _RANK: Record<EventSource | "merged", number> = { merged: 2, server: 1, pixel: 0 };
-
 /**
- * Merges two profiles of a scope into one `merged` profile. The survivor is the more
- * deterministic identity (merged, then server, then pixel; then the older); its properties win,
- * the other's fill the gaps; visits add up. The absorbed id and every id it had absorbed stay
- * readable through profile_aliases, and both histories stay attached.
+ * Merges profile `from` into profile `into` (after resolving both through aliases): `into`
+ * survives as a `merged` profile, its properties win and `from`'s fill the gaps, visits add up.
+ * The absorbed id and every id it had absorbed stay readable through profile_aliases, and both
+ * histories stay attached. Returns the survivor's id, or null when either profile is missing.
  */
 export async function mergeProfiles(
   tx: _Tx,
   scope: string,
-  a: string,
-  b: string,
+  into: string,
+  from: string,
   now: Date,
 ): Promise<string | null> {
-  const resolved = await _resolveAliases(tx, scope, [a, b]);
-  const [idA, idB] = [resolved.get(a)!, resolved.get(b)!];
-  if (idA === idB) return idA;
-  const rows = await tx<_ProfileRow[]>`
-    select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
-    from profiles where scope = ${scope} and item_id in (${idA}, ${idB})
-    order by item_id for update`;
-  if (rows.length < 2) return null;
-  const [keep, absorb] = [...rows].sort((x, y) =>
-    _RANK[y.provenance] - _RANK[x.provenance] ||
-    x.created_at.getTime() - y.created_at.getTime() ||
-    x.item_id.localeCompare(y.item_id)
-  ) as [_ProfileRow, _ProfileRow];
+  const resolved = await _resolveAliases(tx, scope, [into, from]);
+  const [keepId, absorbId] = [resolved.get(into)!, resolved.get(from)!];
+  if (keepId === absorbId) return keepId;
+  const rows = new Map(
+    (await tx<_ProfileRow[]>`
+      select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+      from profiles where scope = ${scope} and item_id in (${keepId}, ${absorbId})
+      order by item_id for update`).map((row) => [row.item_id, row]),
+  );
+  const keep = rows.get(keepId);
+  const absorb = rows.get(absorbId);
+  if (!keep || !absorb) return null;
   const firstVisit = [keep.first_visit, absorb.first_visit].filter((d): d is Date => d !== null)
     .sort((x, y) => x.getTime() - y.getTime())[0] ?? null;
   const lastVisit = [keep.last_visit, absorb.last_visit].filter((d): d is Date => d !== null)

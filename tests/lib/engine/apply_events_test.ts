@@ -1,0 +1,302 @@
+import assert from "node:assert/strict";
+import { monotonicFactory } from "ulid";
+import { defaultSessionId, mergeProfiles } from "../../../lib/engine/apply_events.ts";
+import {
+  createEmbeddedEngine,
+  type Engine,
+  type EventBatch,
+  type IngestEvent,
+} from "../../../lib/engine/engine.ts";
+import type { Sql } from "../../../lib/db.ts";
+import { freshDatabase, testClock } from "../../test_support.ts";
+
+const SCOPE = "acme.myshopify.com";
+const newId = monotonicFactory();
+
+function event(fields: Partial<IngestEvent> & { profileId: string }): IngestEvent {
+  return { id: newId(), eventType: "page_viewed", ...fields };
+}
+
+function batch(
+  events: IngestEvent[],
+  source: "server" | "pixel" = "server",
+  scope = SCOPE,
+): EventBatch {
+  return { scope, source, receivedAt: "2026-11-21T12:00:00.000Z", events };
+}
+
+async function withEngine(
+  fn: (engine: Engine, sql: Sql, clock: ReturnType<typeof testClock>) => Promise<void>,
+) {
+  const db = await freshDatabase();
+  const clock = testClock();
+  try {
+    await fn(createEmbeddedEngine({ sql: db.sql, now: clock.now }), db.sql, clock);
+  } finally {
+    await db.close();
+  }
+}
+
+async function profile(sql: Sql, id: string, scope = SCOPE) {
+  const [row] = await sql`
+    select item_id, properties, provenance, first_visit, last_visit, nb_of_visits
+    from profiles where scope = ${scope} and item_id = ${id}`;
+  return row;
+}
+
+async function count(sql: Sql, table: "events" | "sessions" | "profiles", scope = SCOPE) {
+  const [row] = await sql`select count(*)::int as n from ${sql(table)} where scope = ${scope}`;
+  return row!.n as number;
+}
+
+const update = (
+  profileId: string,
+  fields: Record<string, unknown>,
+  extra: Partial<IngestEvent> = {},
+) => event({ profileId, eventType: "updateProperties", properties: fields, ...extra });
+
+Deno.test("engine: a first event creates a server profile with visit fields and the scope stamp", async () => {
+  await withEngine(async (engine, sql) => {
+    const results = await engine.applyEvents(batch([
+      event({ profileId: "store_acme_1", timeStamp: "2026-11-20T10:00:00Z", sessionId: "s1" }),
+      event({ profileId: "store_acme_1", timeStamp: "2026-11-20T11:00:00Z", sessionId: "s1" }),
+    ]));
+    assert.deepEqual(results.map((r) => r.ok && r.result), [
+      { updated: 0, processedItems: 1 },
+      { updated: 0, processedItems: 1 },
+    ]);
+    const row = await profile(sql, "store_acme_1");
+    assert.equal(row!.provenance, "server");
+    assert.deepEqual(row!.properties, { shopDomain: SCOPE });
+    assert.equal(row!.first_visit.toISOString(), "2026-11-20T10:00:00.000Z");
+    assert.equal(row!.last_visit.toISOString(), "2026-11-20T11:00:00.000Z");
+    assert.equal(row!.nb_of_visits, 1);
+    assert.equal(await count(sql, "events"), 2);
+  });
+});
+
+Deno.test("engine: re-applying a batch (redelivery) stores nothing twice and counts no visit twice", async () => {
+  await withEngine(async (engine, sql) => {
+    const events = [
+      event({ profileId: "p1", sessionId: "s1" }),
+      event({ profileId: "p1", sessionId: "s2" }),
+      update("p1", { update: { "properties.email": "a@example.com" } }),
+    ];
+    await engine.applyEvents(batch(events));
+    const again = await engine.applyEvents(batch(events));
+    assert.ok(again.every((r) => r.ok && r.result.processedItems === 0 && r.result.updated === 0));
+    assert.equal(await count(sql, "events"), 3);
+    const row = await profile(sql, "p1");
+    assert.equal(row!.nb_of_visits, 3); // s1, s2 and the day session of the update
+    assert.equal(row!.properties.email, "a@example.com");
+  });
+});
+
+Deno.test("engine: events without a sessionId share one session per profile per UTC day", async () => {
+  await withEngine(async (engine, sql) => {
+    await engine.applyEvents(batch([
+      event({ profileId: "p1", timeStamp: "2026-11-20T08:00:00Z" }),
+      event({ profileId: "p1", timeStamp: "2026-11-20T22:00:00Z" }),
+    ]));
+    await engine.applyEvents(
+      batch([event({ profileId: "p1", timeStamp: "2026-11-21T01:00:00Z" })]),
+    );
+    assert.equal((await profile(sql, "p1"))!.nb_of_visits, 2);
+    assert.equal(defaultSessionId("p1", "2026-11-20T08:00:00.000Z"), "p1:2026-11-20");
+    const sessions = await sql`select item_id, event_count from sessions order by item_id`;
+    assert.deepEqual([...sessions], [
+      { item_id: "p1:2026-11-20", event_count: 2 },
+      { item_id: "p1:2026-11-21", event_count: 1 },
+    ]);
+  });
+});
+
+Deno.test("engine: a missing timeStamp defaults to the time of forwarding", async () => {
+  await withEngine(async (engine, sql, clock) => {
+    await engine.applyEvents(batch([event({ profileId: "p1" })]));
+    const [row] = await sql`select time_stamp from events`;
+    assert.equal(row!.time_stamp.toISOString(), clock.now().toISOString());
+  });
+});
+
+Deno.test("engine: updateProperties sets, adds, removes, and reports updated", async () => {
+  await withEngine(async (engine, sql) => {
+    const first = await engine.applyEvents(batch([
+      update("p1", {
+        update: { "properties.email": "a@example.com", "properties.firstName": "Ann" },
+        add: { "properties.city": "Paris" },
+      }),
+    ]));
+    assert.deepEqual(first[0], {
+      ok: true,
+      status: 200,
+      result: { updated: 1, processedItems: 1 },
+    });
+    await engine.applyEvents(batch([
+      update("p1", {
+        update: { "properties.firstName": null },
+        add: { "properties.city": "Lyon", "properties.zipCode": "75001" },
+      }),
+    ]));
+    const same = await engine.applyEvents(batch([
+      update("p1", { update: { "properties.email": "a@example.com" } }),
+    ]));
+    assert.deepEqual(same[0], { ok: true, status: 200, result: { updated: 0, processedItems: 1 } });
+    await engine.applyEvents(batch([update("p1", { delete: { "properties.zipCode": true } })]));
+    assert.deepEqual((await profile(sql, "p1"))!.properties, {
+      shopDomain: SCOPE,
+      email: "a@example.com",
+      city: "Paris",
+    });
+  });
+});
+
+Deno.test("engine: permanent rejections are per event; the rest of the batch applies", async () => {
+  await withEngine(async (engine, sql) => {
+    const results = await engine.applyEvents(batch([
+      event({ profileId: "p1", eventType: "no_such_type" }),
+      update("p1", { update: { "properties.email": "x@example.com" }, targetId: "someone_else" }),
+      update("p1", { update: { email: "missing prefix" } }),
+      event({ profileId: "p1", eventType: "search_submitted", properties: {} }),
+      event({ profileId: "p1" }),
+    ]));
+    assert.deepEqual(results.map((r) => [r.ok, r.status]), [
+      [false, 400],
+      [false, 403],
+      [false, 400],
+      [false, 400],
+      [true, 200],
+    ]);
+    assert.match((results[0] as { error: string }).error, /no registered schema/);
+    assert.match((results[3] as { error: string }).error, /properties\.query/);
+    assert.equal(await count(sql, "events"), 1);
+    assert.deepEqual((await profile(sql, "p1"))!.properties, { shopDomain: SCOPE });
+  });
+});
+
+Deno.test("engine: a server event naming a pixel profile makes it merged", async () => {
+  await withEngine(async (engine, sql) => {
+    await engine.applyEvents(batch([event({ profileId: "anon_1" })], "pixel"));
+    assert.equal((await profile(sql, "anon_1"))!.provenance, "pixel");
+    await engine.applyEvents(
+      batch([update("anon_1", { update: { "properties.email": "b@example.com" } })]),
+    );
+    assert.equal((await profile(sql, "anon_1"))!.provenance, "merged");
+  });
+});
+
+Deno.test("engine: profiles sharing a mergeIdentifier merge; both ids and histories stay", async () => {
+  await withEngine(async (engine, sql) => {
+    await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web1" })], "pixel"));
+    await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web1" })], "pixel"));
+    await engine.applyEvents(batch([
+      event({ profileId: "store_acme_7", sessionId: "srv1" }),
+      update("store_acme_7", {
+        update: { "properties.mergeIdentifier": "cust-7", "properties.email": "c@example.com" },
+      }),
+    ]));
+    // The pixel profile learns the same identifier (e.g. after a storefront login).
+    await engine.applyEvents(batch([
+      update("anon_1", {
+        update: { "properties.mergeIdentifier": "cust-7", "properties.city": "Oslo" },
+      }),
+    ]));
+    assert.equal(await count(sql, "profiles"), 1);
+    const merged = await profile(sql, "store_acme_7");
+    assert.equal(merged!.provenance, "merged");
+    assert.equal(merged!.properties.email, "c@example.com");
+    assert.equal(merged!.properties.city, "Oslo");
+    const [alias] = await sql`select profile_id from profile_aliases where alias_id = 'anon_1'`;
+    assert.equal(alias!.profile_id, "store_acme_7");
+    // Both histories are kept and an event to the absorbed id lands on the survivor.
+    await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web2" })], "pixel"));
+    assert.equal(await count(sql, "profiles"), 1);
+    const [events] = await sql`
+      select count(*)::int as n from events
+      where profile_id in (select 'store_acme_7' union select alias_id from profile_aliases where profile_id = 'store_acme_7')`;
+    assert.equal(events!.n, 6);
+    assert.equal((await profile(sql, "store_acme_7"))!.nb_of_visits, 5);
+  });
+});
+
+Deno.test("engine: a server event whose target is a pixel profile merges it", async () => {
+  await withEngine(async (engine, sql) => {
+    await engine.applyEvents(batch([event({ profileId: "anon_9" })], "pixel"));
+    await engine.applyEvents(batch([
+      event({ profileId: "store_acme_9", target: { itemId: "anon_9", itemType: "profile" } }),
+    ]));
+    assert.equal(await profile(sql, "anon_9"), undefined);
+    assert.equal((await profile(sql, "store_acme_9"))!.provenance, "merged");
+    // The same from the pixel side is not trusted: no merge.
+    await engine.applyEvents(batch([event({ profileId: "anon_10" })], "pixel"));
+    await engine.applyEvents(batch([
+      event({ profileId: "anon_11", target: { itemId: "anon_10", itemType: "profile" } }),
+    ], "pixel"));
+    assert.equal((await profile(sql, "anon_10"))!.provenance, "pixel");
+  });
+});
+
+Deno.test("engine: merging is idempotent and re-points earlier aliases", async () => {
+  await withEngine(async (engine, sql, clock) => {
+    await engine.applyEvents(batch([
+      event({ profileId: "a" }),
+      event({ profileId: "b" }),
+      event({ profileId: "c" }),
+    ]));
+    await sql.begin(async (tx) => {
+      assert.equal(await mergeProfiles(tx, SCOPE, "a", "b", clock.now()), "a");
+      assert.equal(await mergeProfiles(tx, SCOPE, "b", "c", clock.now()), "a");
+      assert.equal(await mergeProfiles(tx, SCOPE, "c", "a", clock.now()), "a");
+      assert.equal(await mergeProfiles(tx, SCOPE, "a", "missing", clock.now()), null);
+    });
+    const aliases = await sql`select alias_id, profile_id from profile_aliases order by alias_id`;
+    assert.deepEqual([...aliases], [
+      { alias_id: "b", profile_id: "a" },
+      { alias_id: "c", profile_id: "a" },
+    ]);
+  });
+});
+
+Deno.test("engine: scopes never mix, even for the same profile id", async () => {
+  await withEngine(async (engine, sql) => {
+    await engine.applyEvents(batch([update("p1", { update: { "properties.email": "a@a.com" } })]));
+    await engine.applyEvents(batch([event({ profileId: "p1" })], "server", "other.myshopify.com"));
+    assert.equal((await profile(sql, "p1", "other.myshopify.com"))!.properties.email, undefined);
+    assert.equal(
+      (await profile(sql, "p1", "other.myshopify.com"))!.properties.shopDomain,
+      "other.myshopify.com",
+    );
+  });
+});
+
+Deno.test("engine: concurrent batches for one new profile lose no update and no visit", async () => {
+  await withEngine(async (engine, sql) => {
+    await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      engine.applyEvents(batch([
+        event({ profileId: "hot", sessionId: `s${i}` }),
+        update("hot", { update: { [`properties.k${i}`]: i } }),
+      ]))));
+    const row = await profile(sql, "hot");
+    assert.equal(row!.nb_of_visits, 8 + 1);
+    for (let i = 0; i < 8; i++) assert.equal(row!.properties[`k${i}`], i);
+  });
+});
+
+Deno.test("engine: past its deadline a batch stores nothing", async () => {
+  await withEngine(async (engine, sql) => {
+    await assert.rejects(
+      engine.applyEvents(batch([event({ profileId: "late" })]), { deadline: Date.now() - 1 }),
+      /deadline/,
+    );
+    // A batch that runs over mid-transaction is rolled back too.
+    await sql`
+      create function slow_insert() returns trigger language plpgsql as $$
+      begin perform pg_sleep(0.3); return new; end $$`;
+    await sql`create trigger slow before insert on events for each row execute function slow_insert()`;
+    await assert.rejects(
+      engine.applyEvents(batch([event({ profileId: "late" })]), { deadline: Date.now() + 100 }),
+    );
+    assert.equal(await count(sql, "events"), 0);
+    assert.equal(await count(sql, "profiles"), 0);
+  });
+});

@@ -1,0 +1,252 @@
+import assert from "node:assert/strict";
+import { monotonicFactory } from "ulid";
+import { loadConfig } from "../../lib/config.ts";
+import type { Sql } from "../../lib/db.ts";
+import {
+  createEmbeddedEngine,
+  type EventBatch,
+  type IngestEvent,
+} from "../../lib/engine/engine.ts";
+import {
+  enqueueBatch,
+  type EventsMessage,
+  listDeadLetters,
+  replayDeadLetter,
+} from "../../lib/ingest_queue.ts";
+import { openStores } from "../../lib/stores.ts";
+import { createQueueHandler, startForwarder } from "../../workers/forwarder.ts";
+import { DATABASE_URL, freshDatabase, testClock } from "../test_support.ts";
+
+const SCOPE = "acme.myshopify.com";
+const newId = monotonicFactory();
+
+function message(events: IngestEvent[]): EventsMessage {
+  const batch: EventBatch = {
+    scope: SCOPE,
+    source: "server",
+    receivedAt: "2026-11-21T12:00:00Z",
+    events,
+  };
+  return { kind: "events", id: newId(), brandId: "brand_1", batch };
+}
+
+function pageView(profileId: string): IngestEvent {
+  return { id: newId(), eventType: "page_viewed", profileId, sessionId: "s1" };
+}
+
+async function eventCount(sql: Sql): Promise<number> {
+  const [row] = await sql`select count(*)::int as n from events`;
+  return row!.n;
+}
+
+/** Polls until `check` holds (bounded: the queue delivers asynchronously). */
+async function eventually(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+async function withForwarderStores(
+  fn: (kv: Deno.Kv, sql: Sql, clock: ReturnType<typeof testClock>) => Promise<void>,
+): Promise<void> {
+  const db = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  try {
+    await fn(kv, db.sql, testClock());
+  } finally {
+    try {
+      kv.close();
+    } catch { /* a test that stops its listener closes KV itself */ }
+    await db.close();
+  }
+}
+
+Deno.test("forwarder: the handler applies a message; a redelivery applies nothing twice", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const handle = createQueueHandler({ kv, engine, now: clock.now });
+    const msg = message([pageView("p1"), pageView("p2")]);
+    await handle(msg);
+    await handle(structuredClone(msg));
+    assert.equal(await eventCount(sql), 2);
+    const [row] = await sql`select nb_of_visits from profiles where item_id = 'p1'`;
+    assert.equal(row!.nb_of_visits, 1);
+    assert.deepEqual(await listDeadLetters(kv), []);
+  });
+});
+
+Deno.test("forwarder: permanently rejected events go to the dead letter at once, with the reason", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p1" };
+    await createQueueHandler({ kv, engine, now: clock.now })(message([pageView("p1"), bad]));
+    assert.equal(await eventCount(sql), 1);
+    const letters = await listDeadLetters(kv);
+    assert.equal(letters.length, 1);
+    assert.deepEqual(letters[0]!.message.batch.events, [bad]);
+    assert.match(letters[0]!.reason, /400 no registered schema/);
+    assert.equal(letters[0]!.failedAt, clock.now().toISOString());
+  });
+});
+
+Deno.test("forwarder: a transient failure throws so that the queue retries", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const db = await freshDatabase();
+    await db.sql.end();
+    const handle = createQueueHandler({
+      kv,
+      engine: createEmbeddedEngine({ sql: db.sql, now: clock.now }),
+      now: clock.now,
+    });
+    await assert.rejects(handle(message([pageView("p1")])));
+    await db.close().catch(() => {});
+    assert.deepEqual(await listDeadLetters(kv), []);
+    assert.equal(await eventCount(sql), 0);
+  });
+});
+
+Deno.test("forwarder: through the KV queue, an accepted batch becomes readable", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const listening = startForwarder({ kv, engine, now: clock.now });
+    const { batch } = message([pageView("p1"), pageView("p2"), pageView("p3")]);
+    await enqueueBatch(kv, { brandId: "brand_1", batch, newId });
+    await eventually(async () => (await eventCount(sql)) === 3);
+    kv.close();
+    await listening;
+  });
+});
+
+Deno.test("forwarder: a message that always fails ends in the dead letter; replay applies it once", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    // The forwarder's database is gone, so every attempt fails.
+    const gone = await freshDatabase();
+    await gone.sql.end();
+    const listening = startForwarder({
+      kv,
+      engine: createEmbeddedEngine({ sql: gone.sql, now: clock.now }),
+      now: clock.now,
+    });
+    const { batch } = message([pageView("p1"), pageView("p2")]);
+    await enqueueBatch(kv, { brandId: "brand_1", batch, newId, backoffMs: [10, 10] });
+    await eventually(async () => (await listDeadLetters(kv)).length === 1);
+    const [letter] = await listDeadLetters(kv);
+    assert.equal(letter!.reason, "delivery retries exhausted");
+    assert.equal(letter!.message.batch.events.length, 2);
+
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const outcome = await replayDeadLetter({ kv, engine, now: clock.now }, letter!.id);
+    assert.deepEqual(outcome, { id: letter!.id, applied: 2, failed: [] });
+    assert.equal(await eventCount(sql), 2);
+    assert.deepEqual(await listDeadLetters(kv), []);
+    assert.equal(await replayDeadLetter({ kv, engine, now: clock.now }, letter!.id), null);
+    assert.equal(await eventCount(sql), 2);
+    kv.close();
+    await listening;
+    await gone.close().catch(() => {});
+  });
+});
+
+const CHILD = `
+  import { loadConfig } from ${
+  JSON.stringify(new URL("../../lib/config.ts", import.meta.url).href)
+};
+  import { openStores } from ${
+  JSON.stringify(new URL("../../lib/stores.ts", import.meta.url).href)
+};
+  import { createEmbeddedEngine } from ${
+  JSON.stringify(new URL("../../lib/engine/engine.ts", import.meta.url).href)
+};
+  import { startForwarder } from ${
+  JSON.stringify(new URL("../../workers/forwarder.ts", import.meta.url).href)
+};
+  const stores = await openStores(loadConfig(Deno.env.toObject()), { serve: true });
+  const engine = createEmbeddedEngine({ sql: stores.sql, now: () => new Date() });
+  const traced = {
+    checkEvent: engine.checkEvent,
+    async applyEvents(batch, options) {
+      console.log("applying " + batch.events.length);
+      return await engine.applyEvents(batch, options);
+    },
+  };
+  console.log("ready");
+  await startForwarder({ kv: stores.kv, engine: traced, now: () => new Date() });
+`;
+
+function spawnForwarder(env: Record<string, string>) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--unstable-kv", CHILD],
+    env,
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  return {
+    child,
+    async waitFor(text: string) {
+      while (!buffer.includes(text)) {
+        const { value, done } = await lines.read();
+        if (done) throw new Error(`forwarder exited before "${text}": ${buffer}`);
+        buffer += value;
+      }
+    },
+    async stop(signal: Deno.Signal) {
+      child.kill(signal);
+      await child.status;
+      await lines.cancel();
+    },
+  };
+}
+
+Deno.test("forwarder: killed mid-message (SIGKILL), it loses nothing after a restart", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const database = DATABASE_URL ? await freshDatabase() : undefined;
+  const env = { DATA_DIR: dataDir, DATABASE_URL: database?.url ?? "" };
+  const config = loadConfig(env);
+  const ids = [pageView("p1"), pageView("p2")];
+  try {
+    // Slow the engine down so that the kill lands inside its transaction.
+    let stores = await openStores(config, { serve: false });
+    await stores.sql`
+      create function slow_insert() returns trigger language plpgsql as $$
+      begin perform pg_sleep(30); return new; end $$`;
+    await stores
+      .sql`create trigger slow before insert on events for each row execute function slow_insert()`;
+    await enqueueBatch(stores.kv, { brandId: "brand_1", batch: message(ids).batch, newId });
+    await stores.close();
+
+    const first = spawnForwarder(env);
+    await first.waitFor("applying 2");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await first.stop("SIGKILL");
+    // Deno KV requeues a message whose consumer stopped renewing its 5 s lease; the next
+    // process to open the store after that deadline finds it at once.
+    await new Promise((resolve) => setTimeout(resolve, 5_500));
+
+    stores = await openStores(config, { serve: false });
+    assert.equal(await eventCount(stores.sql), 0);
+    await stores.sql`drop trigger slow on events`;
+    await stores.close();
+
+    const second = spawnForwarder(env);
+    try {
+      await second.waitFor("ready");
+      stores = await openStores(config, { serve: false });
+      try {
+        await eventually(async () => (await eventCount(stores.sql)) === 2);
+        const rows = await stores.sql`select id from events order by id`;
+        assert.deepEqual(rows.map((r) => r.id), ids.map((e) => e.id).sort());
+      } finally {
+        await stores.close();
+      }
+    } finally {
+      await second.stop("SIGTERM");
+    }
+  } finally {
+    await database?.close();
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
