@@ -3,6 +3,7 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
 import { eventRoutes } from "../routes/events.ts";
+import { ingestRoutes } from "../routes/ingest.ts";
 import { metaRoutes } from "../routes/meta.ts";
 import type { AppDeps, AppEnv } from "./app_env.ts";
 import { apiKeyAuth } from "./auth.ts";
@@ -60,6 +61,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   );
 
   app.route("/", eventRoutes(deps));
+  app.route("/", ingestRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

@@ -159,3 +159,25 @@ export async function setBrand(
     integration: context.integration?.status ?? null,
   };
 }
+
+/** A shop that may receive storefront pixel events: connected, enabled, with its origins. */
+export interface PixelShop {
+  brandId: string;
+  scope: string;
+  origins: string[];
+}
+
+/** The connected, enabled integration of a shop domain, or null. */
+export async function findPixelShop(sql: Sql, shop: string): Promise<PixelShop | null> {
+  const [row] = await sql<
+    { brand_id: string; shop_domain: string; storefront_origins: string[] }[]
+  >`
+    select brand_id, shop_domain, storefront_origins from integrations
+    where shop_domain = ${shop} and status = 'connected' and is_enabled`;
+  if (!row) return null;
+  return {
+    brandId: row.brand_id,
+    scope: row.shop_domain,
+    origins: [`https://${row.shop_domain}`, ...row.storefront_origins],
+  };
+}

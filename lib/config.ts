@@ -15,6 +15,8 @@ const envSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1200),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   CURSOR_TTL_SECONDS: z.coerce.number().int().min(60).default(3600),
+  PIXEL_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
+  TRUST_PROXY: z.enum(["true", "false"]).default("false"),
   SYNC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
   SYNC_BUDGET_MS: z.coerce.number().int().min(1).max(60_000).default(5000),
   INGEST_RETRY_BACKOFF_MS: z.string().regex(/^\d+(,\d+){0,4}$/, "up to 5 comma-separated ms")
@@ -38,6 +40,9 @@ export interface Config {
   maxBodyBytes: number;
   cursorTtlSeconds: number;
   syncRateLimitPerMinute: number;
+  pixelRateLimitPerMinute: number;
+  /** Take the client address from X-Forwarded-For (only behind a proxy that sets it). */
+  trustProxy: boolean;
   syncBudgetMs: number;
   ingestRetryBackoffMs: number[];
 }
@@ -70,6 +75,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     maxBodyBytes: e.MAX_BODY_BYTES,
     cursorTtlSeconds: e.CURSOR_TTL_SECONDS,
     syncRateLimitPerMinute: e.SYNC_RATE_LIMIT_PER_MINUTE,
+    pixelRateLimitPerMinute: e.PIXEL_RATE_LIMIT_PER_MINUTE,
+    trustProxy: e.TRUST_PROXY === "true",
     syncBudgetMs: e.SYNC_BUDGET_MS,
     ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),
   };

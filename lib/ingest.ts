@@ -1,6 +1,8 @@
 import { z } from "zod";
-import type { IngestEvent } from "./engine/engine.ts";
+import type { AppDeps } from "./app_env.ts";
+import type { EventBatch, IngestEvent } from "./engine/engine.ts";
 import { type ErrorCode, HttpError } from "./errors.ts";
+import { enqueueBatch } from "./ingest_queue.ts";
 
 /** Events per batch (spec section 8). */
 export const MAX_ASYNC_BATCH = 50;
@@ -65,7 +67,8 @@ export function validateBatch(
     maxEvents: number;
     tooLargeCode: ErrorCode;
     newId: () => string;
-    check?: (event: IngestEvent) => { error: string } | null;
+    /** Further checks; `field` names where the problem is (default: by the message). */
+    check?: (event: IngestEvent) => { error: string; field?: string } | null;
   },
 ): { accepted: AcceptedEvent[]; rejected: Rejection[] } {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
@@ -126,7 +129,8 @@ export function validateBatch(
     const event: IngestEvent = { id: options.newId(), ...parsed.data };
     const problem = options.check?.(event);
     if (problem) {
-      const field = problem.error.startsWith("no registered schema") ? "eventType" : "properties";
+      const field = problem.field ??
+        (problem.error.startsWith("no registered schema") ? "eventType" : "properties");
       rejected.push({
         index,
         errors: [{ path: _jsonPath(["events", index, field]), message: problem.error }],
@@ -136,6 +140,39 @@ export function validateBatch(
     accepted.push({ index, event });
   });
   return { accepted, rejected };
+}
+
+/** Reads a request body as JSON; 400 `bad_request` when it is not. */
+export async function readJsonBody(request: Request): Promise<unknown> {
+  try {
+    return JSON.parse(await request.text());
+  } catch {
+    throw new HttpError(400, "bad_request", "body is not valid JSON");
+  }
+}
+
+/** Queues a batch of accepted events; 503 `service_unavailable` (nothing accepted) on failure. */
+export async function queueBatch(
+  deps: Pick<AppDeps, "kv" | "queueKv" | "newId" | "config">,
+  brandId: string,
+  batch: EventBatch,
+): Promise<void> {
+  if (batch.events.length === 0) return;
+  try {
+    await enqueueBatch(deps.queueKv ?? deps.kv, {
+      brandId,
+      batch,
+      newId: deps.newId,
+      backoffMs: deps.config.ingestRetryBackoffMs,
+    });
+  } catch (err) {
+    throw new HttpError(
+      503,
+      "service_unavailable",
+      "the ingest queue is unavailable; no events were accepted, retry the batch",
+      { cause: err },
+    );
+  }
 }
 
 /** JSON paths of every `scope`, `shopDomain` or `source` key anywhere in a value. */

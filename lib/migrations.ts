@@ -107,6 +107,15 @@ export const MIGRATIONS: readonly Migration[] = [
       create index events_type_idx on events (scope, event_type, time_stamp);
     `,
   },
+  {
+    version: 3,
+    name: "storefront_origins",
+    sql: `
+      -- Browser origins, besides https://<shop_domain>, allowed to send pixel events for a shop
+      -- (its custom storefront domains).
+      alter table integrations add column storefront_origins text[] not null default '{}';
+    `,
+  },
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

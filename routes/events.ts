@@ -11,9 +11,10 @@ import {
   MAX_ASYNC_BATCH,
   MAX_INGEST_BODY_BYTES,
   MAX_SYNC_BATCH,
+  queueBatch,
+  readJsonBody,
   validateBatch,
 } from "../lib/ingest.ts";
-import { enqueueBatch } from "../lib/ingest_queue.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
 import { hitRateLimit } from "../lib/rate_limit.ts";
 
@@ -134,7 +135,7 @@ export function eventRoutes(deps: AppDeps) {
     const auth = c.get("auth");
     const sync = c.req.valid("query").sync === "true";
     if (sync) await _syncThrottle(deps, auth.keyId);
-    const body = await _readJson(c.req.raw);
+    const body = await readJsonBody(c.req.raw);
     const { accepted, rejected } = validateBatch(body, {
       maxEvents: sync ? MAX_SYNC_BATCH : MAX_ASYNC_BATCH,
       tooLargeCode: sync ? "sync_batch_too_large" : "batch_too_large",
@@ -150,23 +151,7 @@ export function eventRoutes(deps: AppDeps) {
       events: accepted.map((a) => a.event),
     };
     if (!sync) {
-      if (accepted.length > 0) {
-        try {
-          await enqueueBatch(deps.queueKv ?? deps.kv, {
-            brandId: auth.brandId,
-            batch,
-            newId: deps.newId,
-            backoffMs: deps.config.ingestRetryBackoffMs,
-          });
-        } catch (err) {
-          throw new HttpError(
-            503,
-            "service_unavailable",
-            "the ingest queue is unavailable; no events were accepted, retry the batch",
-            { cause: err },
-          );
-        }
-      }
+      await queueBatch(deps, auth.brandId, batch);
       return c.json({ accepted: accepted.length, rejected, scope }, 202);
     }
     const results = accepted.length === 0
@@ -180,15 +165,6 @@ export function eventRoutes(deps: AppDeps) {
     }, 200);
   });
   return router;
-}
-
-async function _readJson(request: Request): Promise<unknown> {
-  const text = await request.text();
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new HttpError(400, "bad_request", "body is not valid JSON");
-  }
 }
 
 async function _syncThrottle(deps: AppDeps, keyId: string): Promise<void> {

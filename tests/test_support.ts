@@ -147,9 +147,10 @@ export interface TestContext {
 
 let _shopCounter = 0;
 
-/** Builds a test context; `env` overrides configuration variables. */
+/** Builds a test context; `env` overrides configuration variables, `overrides` dependencies. */
 export async function createTestContext(
   env: Record<string, string> = {},
+  overrides: Partial<AppDeps> = {},
 ): Promise<TestContext> {
   const database = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
@@ -157,7 +158,15 @@ export async function createTestContext(
   const config = loadConfig({ DATA_DIR: "/nonexistent", ...env });
   const newId = monotonicFactory();
   const engine = createEmbeddedEngine({ sql: database.sql, now: clock.now });
-  const deps: AppDeps = { kv, sql: database.sql, engine, now: clock.now, newId, config };
+  const deps: AppDeps = {
+    kv,
+    sql: database.sql,
+    engine,
+    now: clock.now,
+    newId,
+    config,
+    ...overrides,
+  };
   const app = createApp(deps);
   const cipher = await openTokenCipher(kv, undefined);
   return {
@@ -185,7 +194,9 @@ export async function createTestContext(
       return Promise.resolve(app.request(path, { ...init, headers }));
     },
     async close() {
-      kv.close();
+      try {
+        kv.close();
+      } catch { /* a test closed it to stop a queue listener */ }
       await database.close();
     },
   };
@@ -195,8 +206,9 @@ export async function createTestContext(
 export async function withContext(
   fn: (ctx: TestContext) => Promise<void>,
   env: Record<string, string> = {},
+  overrides: Partial<AppDeps> = {},
 ): Promise<void> {
-  const ctx = await createTestContext(env);
+  const ctx = await createTestContext(env, overrides);
   try {
     await fn(ctx);
   } finally {

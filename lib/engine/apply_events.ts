@@ -165,11 +165,9 @@ async function _applyRows(
     const ts = new Date(row.time_stamp);
     if (!profile.first_visit || ts < profile.first_visit) profile.first_visit = ts;
     if (!profile.last_visit || ts > profile.last_visit) profile.last_visit = ts;
-    if (
-      !created.has(profile.item_id) && profile.provenance !== source &&
-      profile.provenance !== "merged"
-    ) {
-      // A server event naming a pixel profile (or the reverse) links the two identities.
+    if (source === "server" && profile.provenance === "pixel" && !created.has(profile.item_id)) {
+      // A server event naming a pixel profile links a server identity to it. The reverse is
+      // never trusted: pixel events come from unauthenticated browsers.
       profile.provenance = "merged";
       changed = true;
     }

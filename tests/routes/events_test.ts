@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { revokeApiKey } from "../../lib/api_keys.ts";
 import { setBrand } from "../../lib/brands.ts";
-import { errorBody, withContext } from "../test_support.ts";
+import type { Rejection } from "../../lib/ingest.ts";
+import type { EventsMessage } from "../../lib/ingest_queue.ts";
+import { startForwarder } from "../../workers/forwarder.ts";
+import { errorBody, type TestContext, withContext } from "../test_support.ts";
 
 const SPEC_TYPES = [
   "page_viewed",
@@ -209,5 +212,339 @@ Deno.test("usage: each authenticated request is metered once, whatever its statu
     );
     assert.equal(records.length, 2);
     assert.equal((records[0]!.value as { status: number }).status, 200);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// POST /cdp/events
+// ---------------------------------------------------------------------------------------------
+
+const post = (ctx: TestContext, key: string, body: unknown, query = "") =>
+  ctx.request(`/cdp/events${query}`, key, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+
+const view = (profileId: string, extra: Record<string, unknown> = {}) => ({
+  eventType: "page_viewed",
+  profileId,
+  ...extra,
+});
+
+/** Records every queue message (without applying it) until the returned stop is called. */
+function recordQueue(kv: Deno.Kv) {
+  const seen: EventsMessage[] = [];
+  const listening = kv.listenQueue((message) => void seen.push(message as EventsMessage));
+  return { seen, listening };
+}
+
+async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+Deno.test("ingest async: 202, events queued with server ids and the brand's scope, then applied", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const res = await post(ctx, brand.key, {
+      events: [view("store_1", { sessionId: "s1" }), view("store_1", { sessionId: "s1" })],
+    });
+    assert.equal(res.status, 202);
+    assert.deepEqual(await res.json(), { accepted: 2, rejected: [], scope: brand.scope });
+    await eventually(async () =>
+      (await ctx.sql`select count(*)::int as n from events`)[0]!.n === 2
+    );
+    const rows = await ctx.sql`select id, scope, source from events`;
+    for (const row of rows) {
+      assert.equal(row.scope, brand.scope);
+      assert.equal(row.source, "server");
+      assert.match(row.id, /^[0-9A-HJKMNP-TV-Z]{26}$/);
+    }
+    ctx.kv.close();
+    await forwarder;
+  });
+});
+
+Deno.test("ingest async: invalid events are reported with JSON paths; the valid ones are accepted", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    const res = await post(ctx, brand.key, {
+      events: [
+        view("ok_1"),
+        view("bad:id"),
+        { ...view("ok_2"), color: "red" },
+        view("ok_3", { eventType: "not_registered" }),
+        { eventType: "9starts_with_digit", profileId: "x" },
+        view("ok_4", { timeStamp: "yesterday" }),
+        { eventType: "search_submitted", profileId: "ok_5", properties: {} },
+        view("ok_6", { target: { itemId: "p" } }),
+        view("ok_7"),
+      ],
+    });
+    assert.equal(res.status, 202);
+    const body = await res.json();
+    assert.equal(body.accepted, 2);
+    const paths = Object.fromEntries(
+      body.rejected.map((r: Rejection) => [r.index, r.errors.map((e) => e.path)]),
+    );
+    assert.deepEqual(paths, {
+      1: ["$.events[1].profileId"],
+      2: ["$.events[2]"],
+      3: ["$.events[3].eventType"],
+      4: ["$.events[4].eventType"],
+      5: ["$.events[5].timeStamp"],
+      6: ["$.events[6].properties"],
+      7: ["$.events[7].target.itemType"],
+    });
+    for (const rejection of body.rejected) {
+      for (const error of rejection.errors) assert.ok(error.message.length > 0);
+    }
+    await eventually(() => queue.seen.length === 1);
+    assert.deepEqual(queue.seen[0]!.batch.events.map((e) => e.profileId), ["ok_1", "ok_7"]);
+    assert.equal(queue.seen[0]!.batch.scope, brand.scope);
+    assert.equal(queue.seen[0]!.brandId, brand.brandId);
+    ctx.kv.close();
+    await queue.listening;
+  });
+});
+
+Deno.test("ingest: scope, shopDomain or source anywhere is 400 scope_binding and nothing is queued", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    const cases: [unknown, string][] = [
+      [{ scope: brand.scope, events: [view("a")] }, "$.scope"],
+      [{ events: [view("a", { shopDomain: brand.scope })] }, "$.events[0].shopDomain"],
+      [
+        { events: [view("a"), view("b", { properties: { source: { name: "x" } } })] },
+        "$.events[1].properties.source",
+      ],
+      [
+        { events: [view("a", { flattenedProperties: { scope: "other.myshopify.com" } })] },
+        "$.events[0].flattenedProperties.scope",
+      ],
+      [{
+        events: [
+          view("a", {
+            target: {
+              itemId: "i",
+              itemType: "product",
+              properties: { deep: [{ shopDomain: "x" }] },
+            },
+          }),
+        ],
+      }, "$.events[0].target.properties.deep[0].shopDomain"],
+    ];
+    for (const [body, path] of cases) {
+      const res = await post(ctx, brand.key, body);
+      assert.equal(res.status, 400, path);
+      const error = await errorBody(res);
+      assert.equal(error.error, "scope_binding", path);
+      assert.ok(error.error_description.includes(path), `${path} in ${error.error_description}`);
+    }
+    for (const query of ["", "?sync=true"]) {
+      const res = await post(ctx, brand.key, {
+        events: [view("a", { properties: { scope: brand.scope } })],
+      }, query);
+      assert.equal((await errorBody(res)).error, "scope_binding");
+    }
+    // A valid batch afterwards is the only thing that ever reaches the queue.
+    assert.equal((await post(ctx, brand.key, { events: [view("marker")] })).status, 202);
+    await eventually(() => queue.seen.length === 1);
+    assert.deepEqual(queue.seen.map((m) => m.batch.events[0]!.profileId), ["marker"]);
+    assert.equal(await (await ctx.sql`select count(*)::int as n from events`)[0]!.n, 0);
+    ctx.kv.close();
+    await queue.listening;
+  });
+});
+
+Deno.test("ingest: malformed bodies, batch caps and the sync parameter", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const cases: [unknown, string, number, string][] = [
+      ["{not json", "", 400, "bad_request"],
+      [[view("a")], "", 400, "bad_request"],
+      [{}, "", 400, "bad_request"],
+      [{ events: "nope" }, "", 400, "bad_request"],
+      [{ events: [] }, "", 400, "bad_request"],
+      [{ events: [view("a")], extra: 1 }, "", 400, "bad_request"],
+      [{ events: Array.from({ length: 51 }, (_, i) => view(`p${i}`)) }, "", 400, "batch_too_large"],
+      [
+        { events: Array.from({ length: 11 }, (_, i) => view(`p${i}`)) },
+        "?sync=true",
+        400,
+        "sync_batch_too_large",
+      ],
+      [{ events: [view("a")] }, "?sync=yes", 400, "bad_request"],
+      [{ events: [view("a")] }, "?sync=", 400, "bad_request"],
+    ];
+    for (const [body, query, status, code] of cases) {
+      const res = await post(ctx, brand.key, body, query);
+      assert.equal(res.status, status, `${JSON.stringify(body).slice(0, 40)} ${query}`);
+      assert.equal((await errorBody(res)).error, code);
+    }
+    const fifty = await post(ctx, brand.key, {
+      events: Array.from({ length: 50 }, (_, i) => view(`p${i}`)),
+    });
+    assert.equal(fifty.status, 202);
+    assert.equal((await fifty.json()).accepted, 50);
+    assert.equal((await post(ctx, brand.key, { events: [view("a")] }, "?sync=false")).status, 202);
+  });
+});
+
+Deno.test("ingest: a body over 256 KB is 413 before parsing, with or without Content-Length", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const big = JSON.stringify({
+      events: [view("a", { properties: { pad: "x".repeat(300_000) } })],
+    });
+    const declared = await post(ctx, brand.key, big);
+    assert.equal(declared.status, 413);
+    assert.equal((await errorBody(declared)).error, "payload_too_large");
+    const streamed = await ctx.request("/cdp/events", brand.key, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: new Blob([big]).stream(),
+    });
+    assert.equal(streamed.status, 413);
+    await streamed.body?.cancel();
+    // Just under the limit is parsed (and this event is too big for one event: rejected).
+    const under = await post(ctx, brand.key, {
+      events: [view("a", { properties: { pad: "x".repeat(200_000) } })],
+    });
+    assert.equal(under.status, 202);
+    assert.match((await under.json()).rejected[0].errors[0].message, /exceeds 32768 bytes/);
+  });
+});
+
+Deno.test("ingest sync: 200 with a result per accepted event; applied before the answer", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const res = await post(ctx, brand.key, {
+      events: [
+        {
+          eventType: "updateProperties",
+          profileId: "store_9",
+          properties: { update: { "properties.email": "n@example.com" } },
+        },
+        view("bad:id"),
+        view("store_9", { eventType: "not_registered" }),
+        view("store_9"),
+      ],
+    }, "?sync=true");
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.scope, brand.scope);
+    assert.equal(body.accepted, 3);
+    assert.deepEqual(body.rejected.map((r: Rejection) => r.index), [1]);
+    assert.deepEqual(body.results[0], {
+      index: 0,
+      ok: true,
+      status: 200,
+      result: { updated: 1, processedItems: 1 },
+    });
+    assert.equal(body.results[1].index, 2);
+    assert.equal(body.results[1].ok, false);
+    assert.equal(body.results[1].status, 400);
+    assert.match(body.results[1].error, /no registered schema/);
+    assert.deepEqual(body.results[2], {
+      index: 3,
+      ok: true,
+      status: 200,
+      result: { updated: 0, processedItems: 1 },
+    });
+    const [profile] = await ctx.sql`select properties from profiles where item_id = 'store_9'`;
+    assert.equal(profile!.properties.email, "n@example.com");
+    assert.equal(profile!.properties.shopDomain, brand.scope);
+  });
+});
+
+Deno.test("ingest sync: past the budget it is 503 upstream_unavailable; nothing stored or queued", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    await ctx.sql`
+      create function slow_insert() returns trigger language plpgsql as $$
+      begin perform pg_sleep(0.6); return new; end $$`;
+    await ctx
+      .sql`create trigger slow before insert on events for each row execute function slow_insert()`;
+    const res = await post(ctx, brand.key, { events: [view("slow")] }, "?sync=true");
+    assert.equal(res.status, 503);
+    assert.equal((await errorBody(res)).error, "upstream_unavailable");
+    // Wait for the abandoned transaction to finish, then look.
+    await ctx.sql.begin(async (tx) => {
+      await tx`lock table events in access exclusive mode`;
+    });
+    await ctx.sql`drop trigger slow on events`;
+    assert.equal((await ctx.sql`select count(*)::int as n from events`)[0]!.n, 0);
+    assert.equal((await ctx.sql`select count(*)::int as n from profiles`)[0]!.n, 0);
+    assert.equal((await post(ctx, brand.key, { events: [view("marker")] })).status, 202);
+    await eventually(() => queue.seen.length === 1);
+    assert.equal(queue.seen[0]!.batch.events[0]!.profileId, "marker");
+    ctx.kv.close();
+    await queue.listening;
+  }, { SYNC_BUDGET_MS: "200" });
+});
+
+Deno.test("ingest sync: its own throttle answers 429 sync_throttled with Retry-After", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    for (let i = 0; i < 2; i++) {
+      assert.equal((await post(ctx, brand.key, { events: [view("a")] }, "?sync=true")).status, 200);
+    }
+    const throttled = await post(ctx, brand.key, { events: [view("a")] }, "?sync=true");
+    assert.equal(throttled.status, 429);
+    assert.ok(Number(throttled.headers.get("retry-after")) >= 1);
+    assert.equal((await errorBody(throttled)).error, "sync_throttled");
+    // Async ingest is not subject to the sync throttle.
+    assert.equal((await post(ctx, brand.key, { events: [view("a")] })).status, 202);
+    ctx.clock.advance(60_000);
+    assert.equal((await post(ctx, brand.key, { events: [view("a")] }, "?sync=true")).status, 200);
+  }, { SYNC_RATE_LIMIT_PER_MINUTE: "2" });
+});
+
+Deno.test("ingest: when the queue is unavailable, 503 service_unavailable and nothing accepted", async () => {
+  const queueKv = await Deno.openKv(":memory:");
+  queueKv.close();
+  await withContext(
+    async (ctx) => {
+      const brand = await ctx.seedBrand();
+      const res = await post(ctx, brand.key, { events: [view("a"), view("b")] });
+      assert.equal(res.status, 503);
+      const error = await errorBody(res);
+      assert.equal(error.error, "service_unavailable");
+      assert.match(error.error_description, /no events were accepted/);
+    },
+    {},
+    { queueKv },
+  );
+});
+
+Deno.test("ingest: auth and scope rules, 405 for other methods, brands kept apart", async () => {
+  await withContext(async (ctx) => {
+    const a = await ctx.seedBrand();
+    const b = await ctx.seedBrand();
+    const noScope = await ctx.seedBrand({ shop: null });
+    assert.equal(
+      (await ctx.request("/cdp/events", null, { method: "POST", body: "{}" })).status,
+      401,
+    );
+    const forbidden = await post(ctx, noScope.key, { events: [view("a")] });
+    assert.equal(forbidden.status, 403);
+    assert.equal((await errorBody(forbidden)).error, "forbidden");
+    const get = await ctx.app.request("/cdp/events");
+    assert.equal(get.status, 405);
+    assert.equal(get.headers.get("allow"), "POST, OPTIONS");
+    await post(ctx, a.key, { events: [view("shared_id")] }, "?sync=true");
+    await post(ctx, b.key, { events: [view("shared_id")] }, "?sync=true");
+    const scopes = await ctx
+      .sql`select scope from profiles where item_id = 'shared_id' order by scope`;
+    assert.deepEqual(scopes.map((r) => r.scope), [a.scope, b.scope].sort());
   });
 });
