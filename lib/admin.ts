@@ -2,6 +2,8 @@ import { parseArgs } from "node:util";
 import { monotonicFactory } from "ulid";
 import { issueApiKey } from "./api_keys.ts";
 import { createBrand, findBrandContext, setBrand } from "./brands.ts";
+import { createEmbeddedEngine } from "./engine/engine.ts";
+import { listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { openStores, type Stores } from "./stores.ts";
 import { openTokenCipher } from "./token_cipher.ts";
@@ -11,6 +13,8 @@ const USAGE = `Usage: deno task admin <command>
   brand create --name NAME [--shop DOMAIN] [--access-token TOKEN] [--beta]
   brand set --brand ID [--beta on|off] [--integration connected|disconnected]
   key issue --brand ID [--name LABEL]
+  deadletter list [--brand ID]
+  deadletter replay (--id ID | --all) [--brand ID]
 
 Each success prints one JSON object on stdout and exits 0; a failure prints a
 message on stderr and exits non-zero (2 for a usage error).`;
@@ -92,6 +96,56 @@ const _COMMANDS: Record<string, _Command<any>> = {
       const deps = { kv: stores.kv, now: () => new Date(), newId: monotonicFactory() };
       const issued = await issueApiKey(deps, input);
       return { id: issued.id, key: issued.key, prefix: issued.prefix };
+    },
+  }),
+  "deadletter list": _command({
+    parse(args) {
+      const { values } = _parse(args, { brand: { type: "string" } });
+      return { brandId: values.brand as string | undefined };
+    },
+    async run(stores, input) {
+      const letters = await listDeadLetters(stores.kv, input.brandId);
+      return {
+        deadLetters: letters.map((letter) => ({
+          id: letter.id,
+          brand: letter.message.brandId,
+          scope: letter.message.batch.scope,
+          source: letter.message.batch.source,
+          events: letter.message.batch.events.length,
+          reason: letter.reason,
+          failed_at: letter.failedAt,
+        })),
+      };
+    },
+  }),
+  "deadletter replay": _command({
+    parse(args) {
+      const { values } = _parse(args, {
+        id: { type: "string" },
+        all: { type: "boolean" },
+        brand: { type: "string" },
+      });
+      if ((values.id === undefined) === (values.all !== true)) {
+        throw new _UsageError("give exactly one of --id ID or --all");
+      }
+      return {
+        id: values.id as string | undefined,
+        brandId: values.brand as string | undefined,
+      };
+    },
+    async run(stores, input) {
+      const now = () => new Date();
+      const deps = { kv: stores.kv, engine: createEmbeddedEngine({ sql: stores.sql, now }), now };
+      const ids = input.id !== undefined
+        ? [input.id]
+        : (await listDeadLetters(stores.kv, input.brandId)).map((letter) => letter.id);
+      const replayed = [];
+      for (const id of ids) {
+        const outcome = await replayDeadLetter(deps, id);
+        if (!outcome && input.id !== undefined) throw new Error(`no dead letter ${id}`);
+        if (outcome) replayed.push(outcome);
+      }
+      return { replayed };
     },
   }),
 };

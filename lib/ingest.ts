@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { AppDeps } from "./app_env.ts";
 import type { EventBatch, IngestEvent } from "./engine/engine.ts";
 import { type ErrorCode, HttpError } from "./errors.ts";
-import { enqueueBatch } from "./ingest_queue.ts";
+import { enqueueBatch, MAX_STORED_EVENT_BYTES, serializedSize } from "./ingest_queue.ts";
 
 /** Events per batch (spec section 8). */
 export const MAX_ASYNC_BATCH = 50;
@@ -14,6 +14,9 @@ export const MAX_INGEST_BODY_BYTES = 256 * 1024;
  * message (64 KiB) whatever its characters.
  */
 export const MAX_EVENT_BYTES = 32 * 1024;
+
+/** How deep a batch may nest objects and arrays. */
+export const MAX_NESTING = 32;
 
 /** Keys a caller may never send: the scope is bound to the credential (spec 2.1, 4.1.5). */
 const _SCOPE_KEYS = new Set(["scope", "shopDomain", "source"]);
@@ -116,7 +119,12 @@ export function validateBatch(
       });
       return;
     }
-    if (new TextEncoder().encode(JSON.stringify(raw)).length > MAX_EVENT_BYTES) {
+    // JSON bytes are the documented limit; the stored size (numbers take 9 bytes) must also fit
+    // one queue message, or a valid event could never be queued.
+    if (
+      new TextEncoder().encode(JSON.stringify(raw)).length > MAX_EVENT_BYTES ||
+      serializedSize(parsed.data) > MAX_STORED_EVENT_BYTES
+    ) {
       rejected.push({
         index,
         errors: [{
@@ -175,16 +183,38 @@ export async function queueBatch(
   }
 }
 
-/** JSON paths of every `scope`, `shopDomain` or `source` key anywhere in a value. */
-export function scopeBindingPaths(value: unknown, path: (string | number)[] = []): string[] {
-  if (Array.isArray(value)) {
-    return value.flatMap((item, i) => scopeBindingPaths(item, [...path, i]));
+/**
+ * JSON paths of every `scope`, `shopDomain` or `source` key anywhere in a value. Walks without
+ * recursion and refuses (400) nesting deeper than {@linkcode MAX_NESTING}, so a small body of
+ * nested brackets cannot exhaust the stack.
+ */
+export function scopeBindingPaths(value: unknown): string[] {
+  const found: string[] = [];
+  const stack: { node: unknown; path: (string | number)[] }[] = [{ node: value, path: [] }];
+  while (stack.length > 0) {
+    const { node, path } = stack.pop()!;
+    if (typeof node !== "object" || node === null) continue;
+    if (path.length > MAX_NESTING) {
+      throw new HttpError(
+        400,
+        "bad_request",
+        `nesting deeper than ${MAX_NESTING} levels at ${_jsonPath(path)}`,
+      );
+    }
+    const children: [string | number, unknown][] = Array.isArray(node)
+      ? node.map((child, i) => [i, child])
+      : Object.entries(node);
+    for (let i = children.length - 1; i >= 0; i--) {
+      const [key, child] = children[i]!;
+      stack.push({ node: child, path: [...path, key] });
+    }
+    if (!Array.isArray(node)) {
+      for (const key of Object.keys(node)) {
+        if (_SCOPE_KEYS.has(key)) found.push(_jsonPath([...path, key]));
+      }
+    }
   }
-  if (typeof value !== "object" || value === null) return [];
-  return Object.entries(value).flatMap(([key, child]) => [
-    ...(_SCOPE_KEYS.has(key) ? [_jsonPath([...path, key])] : []),
-    ...scopeBindingPaths(child, [...path, key]),
-  ]);
+  return found;
 }
 
 function _jsonPath(path: PropertyKey[]): string {

@@ -1,3 +1,4 @@
+import { serialize } from "node:v8";
 import type { Engine, EventBatch, IngestEvent } from "./engine/engine.ts";
 import { deadLetterKey, deadLetterPrefix } from "./kv_keys.ts";
 
@@ -21,8 +22,10 @@ export interface DeadLetter {
   failedAt: string | null;
 }
 
-// Deno KV refuses queue messages over 64 KiB; leave room for the envelope.
-const _MESSAGE_BUDGET = 56_000;
+// Deno KV refuses queue messages over 64 KiB (V8-serialized); leave room for the envelope.
+const _MESSAGE_BUDGET = 60_000;
+/** The largest event (V8-serialized) that fits one queue message with its envelope. */
+export const MAX_STORED_EVENT_BYTES = _MESSAGE_BUDGET;
 
 /** Retry delays (ms) of a message whose handler throws; then it goes to its dead-letter key. */
 export const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
@@ -33,7 +36,7 @@ export function chunkEvents(events: IngestEvent[]): IngestEvent[][] {
   let current: IngestEvent[] = [];
   let size = 0;
   for (const event of events) {
-    const eventSize = _serializedSize(event);
+    const eventSize = serializedSize(event);
     if (current.length > 0 && size + eventSize > _MESSAGE_BUDGET) {
       chunks.push(current);
       current = [];
@@ -135,11 +138,9 @@ function _toDeadLetter(id: string, value: unknown): DeadLetter | null {
   return null;
 }
 
-function _serializedSize(value: unknown): number {
-  const json = JSON.stringify(value);
-  // V8 stores a string with any code unit above 0xFF as two bytes per unit. JSON text holds no
-  // raw control characters, so everything below 0x20 is already escaped.
-  return /[^\x20-\xff]/.test(json) ? json.length * 2 : json.length;
+/** The size of a value as Deno KV stores it (V8 serialization, as `node:v8` produces it). */
+export function serializedSize(value: unknown): number {
+  return serialize(value).byteLength;
 }
 
 /** The outcome of replaying one dead letter. */

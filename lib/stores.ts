@@ -1,5 +1,6 @@
 import type { Config } from "./config.ts";
 import { type Database, openDatabase, type Sql } from "./db.ts";
+import { openKv } from "./kv_store.ts";
 import { migrate } from "./migrations.ts";
 
 /** The two stores, opened and migrated. */
@@ -26,7 +27,7 @@ export async function openStores(config: Config, options: { serve: boolean }): P
   });
   let kv: Deno.Kv | undefined;
   try {
-    kv = await Deno.openKv(config.kvPath);
+    kv = await openKv(config.kvPath);
     await migrate(database.sql);
   } catch (err) {
     kv?.close();

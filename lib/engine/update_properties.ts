@@ -42,12 +42,11 @@ export function applyUpdateProperties(
     else _set(next, _segments(key), value);
   }
   for (const [key, value] of Object.entries(payload.add ?? {})) {
-    if (_get(next, _segments(key)) === undefined && value !== null) {
-      _set(next, _segments(key), value);
-    }
+    // "Only what is absent": a value on the way (o = 5 for properties.o.x) is present, too.
+    if (value !== null && !_occupied(next, _segments(key))) _set(next, _segments(key), value);
   }
   for (const key of Object.keys(payload.delete ?? {})) _remove(next, _segments(key));
-  return { properties: next, changed: JSON.stringify(next) !== JSON.stringify(current) };
+  return { properties: next, changed: !_deepEqual(next, current) };
 }
 
 function _checkPath(key: string): string | null {
@@ -67,13 +66,28 @@ function _isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function _get(target: Record<string, unknown>, path: string[]): unknown {
+/** True when the path already holds a value, or a non-object stands where it leads. */
+function _occupied(target: Record<string, unknown>, path: string[]): boolean {
   let node: unknown = target;
   for (const segment of path) {
-    if (!_isObject(node) || !Object.hasOwn(node, segment)) return undefined;
+    if (!_isObject(node)) return true;
+    if (!Object.hasOwn(node, segment) || node[segment] === undefined) return false;
     node = node[segment];
   }
-  return node;
+  return true;
+}
+
+/** Structural equality of JSON values; key order does not matter (Postgres reorders keys). */
+function _deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length &&
+      a.every((item, i) => _deepEqual(item, b[i]));
+  }
+  if (!_isObject(a) || !_isObject(b)) return false;
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length &&
+    keys.every((key) => Object.hasOwn(b, key) && _deepEqual(a[key], b[key]));
 }
 
 function _set(target: Record<string, unknown>, path: string[], value: unknown): void {

@@ -1,5 +1,9 @@
 /** The operator CLI, run as a subprocess exactly as `deno task admin` runs it. */
 import assert from "node:assert/strict";
+import { monotonicFactory } from "ulid";
+import { loadConfig } from "../../lib/config.ts";
+import { type EventsMessage, writeDeadLetter } from "../../lib/ingest_queue.ts";
+import { openStores } from "../../lib/stores.ts";
 import { DATABASE_URL, freshDatabase } from "../test_support.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -165,5 +169,66 @@ Deno.test("cli: works in a second terminal while the service runs on the same st
     ], env);
     assert.equal(after.code, 1);
     assert.match(after.stderr, /belongs to another brand/);
+  });
+});
+
+Deno.test("cli: deadletter list shows what the forwarder gave up on; replay applies it once", async () => {
+  await withStores(async (env) => {
+    const brand = json(
+      await runCli(["brand", "create", "--name", "DL", "--shop", "dl.myshopify.com"], env),
+    );
+    const config = loadConfig(env);
+    const newId = monotonicFactory();
+    const message: EventsMessage = {
+      kind: "events",
+      id: newId(),
+      brandId: String(brand.id),
+      batch: {
+        scope: "dl.myshopify.com",
+        source: "server",
+        receivedAt: "2026-11-21T12:00:00Z",
+        events: [
+          { id: newId(), eventType: "page_viewed", profileId: "dl_1" },
+          { id: newId(), eventType: "page_viewed", profileId: "dl_2" },
+        ],
+      },
+    };
+    const kv = await Deno.openKv(config.kvPath);
+    await writeDeadLetter(kv, message, "engine unreachable", new Date("2026-11-21T12:00:01Z"));
+    kv.close();
+
+    const listed = json(await runCli(["deadletter", "list"], env));
+    assert.deepEqual(listed, {
+      deadLetters: [{
+        id: message.id,
+        brand: brand.id,
+        scope: "dl.myshopify.com",
+        source: "server",
+        events: 2,
+        reason: "engine unreachable",
+        failed_at: "2026-11-21T12:00:01.000Z",
+      }],
+    });
+    assert.deepEqual(json(await runCli(["deadletter", "list", "--brand", "other"], env)), {
+      deadLetters: [],
+    });
+
+    const replayed = json(await runCli(["deadletter", "replay", "--id", message.id], env));
+    assert.deepEqual(replayed, { replayed: [{ id: message.id, applied: 2, failed: [] }] });
+    assert.deepEqual(json(await runCli(["deadletter", "list"], env)), { deadLetters: [] });
+    const again = await runCli(["deadletter", "replay", "--id", message.id], env);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /no dead letter/);
+    assert.deepEqual(json(await runCli(["deadletter", "replay", "--all"], env)), { replayed: [] });
+    const usage = await runCli(["deadletter", "replay"], env);
+    assert.equal(usage.code, 2);
+
+    const stores = await openStores(config, { serve: false });
+    try {
+      const [row] = await stores.sql`select count(*)::int as n from events`;
+      assert.equal(row!.n, 2);
+    } finally {
+      await stores.close();
+    }
   });
 });

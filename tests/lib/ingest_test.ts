@@ -1,0 +1,564 @@
+import assert from "node:assert/strict";
+import type { IngestEvent } from "../../lib/engine/engine.ts";
+import { type ErrorCode, HttpError } from "../../lib/errors.ts";
+import {
+  MAX_ASYNC_BATCH,
+  MAX_EVENT_BYTES,
+  MAX_SYNC_BATCH,
+  scopeBindingPaths,
+  validateBatch,
+} from "../../lib/ingest.ts";
+
+type Options = Parameters<typeof validateBatch>[1];
+
+/** A counter id source, so tests can see how many ids were taken and in which order. */
+function counter() {
+  let n = 0;
+  return {
+    newId: () => `id-${++n}`,
+    get taken() {
+      return n;
+    },
+  };
+}
+
+function validate(body: unknown, options: Partial<Options> = {}) {
+  return validateBatch(body, {
+    maxEvents: MAX_ASYNC_BATCH,
+    tooLargeCode: "batch_too_large",
+    newId: counter().newId,
+    ...options,
+  });
+}
+
+/** A valid raw event; `fields` overrides or adds fields. */
+function ev(fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return { eventType: "page_viewed", profileId: "p1", ...fields };
+}
+
+/** Validates a one-event batch and returns its rejection errors ([] when accepted). */
+function errorsOf(event: unknown): { path: string; message: string }[] {
+  const { accepted, rejected } = validate({ events: [event] });
+  assert.equal(accepted.length + rejected.length, 1);
+  return rejected[0]?.errors ?? [];
+}
+
+function assertAccepted(event: unknown, label = JSON.stringify(event)) {
+  assert.deepEqual(errorsOf(event), [], label);
+}
+
+function assertRejectedAt(event: unknown, path: string, label = JSON.stringify(event)) {
+  const errors = errorsOf(event);
+  assert.ok(errors.length > 0, `expected a rejection: ${label}`);
+  assert.ok(
+    errors.some((e) => e.path === path),
+    `expected ${path} in ${JSON.stringify(errors)}: ${label}`,
+  );
+  for (const e of errors) assert.equal(typeof e.message, "string");
+}
+
+/** Asserts `fn` throws an HttpError with that status and code; returns it. */
+function assertHttpError(fn: () => unknown, code: ErrorCode, status = 400): HttpError {
+  let caught: unknown;
+  try {
+    fn();
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(caught instanceof HttpError, `expected an HttpError, got ${caught}`);
+  assert.equal(caught.status, status);
+  assert.equal(caught.code, code);
+  return caught;
+}
+
+// --- batch-level errors ---
+
+Deno.test("validateBatch: a body that is not a JSON object is 400 bad_request", () => {
+  for (const body of [null, undefined, [], [ev()], "events", "", 42, 0, true]) {
+    assertHttpError(() => validate(body), "bad_request");
+  }
+});
+
+Deno.test("validateBatch: events missing, not an array, or empty is 400 bad_request", () => {
+  for (const body of [{}, { events: null }, { events: {} }, { events: "x" }, { events: 1 }]) {
+    const err = assertHttpError(() => validate(body), "bad_request");
+    assert.match(err.message, /\$\.events must be an array/);
+  }
+  const err = assertHttpError(() => validate({ events: [] }), "bad_request");
+  assert.match(err.message, /\$\.events must not be empty/);
+});
+
+Deno.test("validateBatch: an extra top-level field is 400 bad_request naming its path", () => {
+  let err = assertHttpError(() => validate({ events: [ev()], extra: 1 }), "bad_request");
+  assert.match(err.message, /\$\.extra\b/);
+  err = assertHttpError(() => validate({ events: [ev()], a: 1, b: 2 }), "bad_request");
+  assert.match(err.message, /\$\.a, \$\.b/);
+  // Even without events, the unknown field is named.
+  err = assertHttpError(() => validate({ batch: [ev()] }), "bad_request");
+  assert.match(err.message, /\$\.batch/);
+});
+
+Deno.test("validateBatch: more events than maxEvents is 400 with the given code; the limit itself is fine", () => {
+  const events = (n: number) => Array.from({ length: n }, () => ev());
+  assert.equal(validate({ events: events(MAX_ASYNC_BATCH) }).accepted.length, MAX_ASYNC_BATCH);
+  let err = assertHttpError(
+    () => validate({ events: events(MAX_ASYNC_BATCH + 1) }),
+    "batch_too_large",
+  );
+  assert.match(err.message, new RegExp(`${MAX_ASYNC_BATCH}.*${MAX_ASYNC_BATCH + 1}`));
+
+  const sync = { maxEvents: MAX_SYNC_BATCH, tooLargeCode: "sync_batch_too_large" } as const;
+  assert.equal(validate({ events: events(MAX_SYNC_BATCH) }, sync).accepted.length, 10);
+  err = assertHttpError(
+    () => validate({ events: events(MAX_SYNC_BATCH + 1) }, sync),
+    "sync_batch_too_large",
+  );
+  assert.match(err.message, /at most 10 events per batch; got 11/);
+});
+
+Deno.test("validateBatch: a too-large batch takes no ids", () => {
+  const ids = counter();
+  assertHttpError(
+    () => validate({ events: Array.from({ length: 51 }, () => ev()) }, { newId: ids.newId }),
+    "batch_too_large",
+  );
+  assert.equal(ids.taken, 0);
+});
+
+// --- scope binding ---
+
+Deno.test("scopeBindingPaths: finds scope, shopDomain and source anywhere, at any depth", () => {
+  const body = {
+    scope: "acme.myshopify.com",
+    events: [
+      ev(),
+      {
+        eventType: "page_viewed",
+        profileId: "p1",
+        shopDomain: "acme.myshopify.com",
+        source: { itemId: "x" },
+        properties: {
+          source: "web",
+          nested: { deeper: { list: [1, { scope: "s" }, [{ shopDomain: "d" }]] } },
+          "odd key": { scope: 1 },
+        },
+        flattenedProperties: { scope: "s" },
+        target: {
+          itemId: "t1",
+          itemType: "product",
+          scope: "s",
+          properties: { shopDomain: "d", a: [{ b: { source: null } }] },
+        },
+      },
+    ],
+  };
+  assert.deepEqual(
+    scopeBindingPaths(body).sort(),
+    [
+      "$.scope",
+      "$.events[1].shopDomain",
+      "$.events[1].source",
+      "$.events[1].properties.source",
+      "$.events[1].properties.nested.deeper.list[1].scope",
+      "$.events[1].properties.nested.deeper.list[2][0].shopDomain",
+      '$.events[1].properties["odd key"].scope',
+      "$.events[1].flattenedProperties.scope",
+      "$.events[1].target.scope",
+      "$.events[1].target.properties.shopDomain",
+      "$.events[1].target.properties.a[0].b.source",
+    ].sort(),
+  );
+});
+
+Deno.test("scopeBindingPaths: a forbidden key inside a forbidden key's value is reported too", () => {
+  assert.deepEqual(scopeBindingPaths({ scope: { source: 1 } }), ["$.scope", "$.scope.source"]);
+});
+
+Deno.test("scopeBindingPaths: keys that merely contain those words, and values, are allowed", () => {
+  const body = {
+    events: [ev({
+      properties: {
+        scoped: true,
+        sourceUrl: "https://example.com",
+        shopDomainName: "x",
+        Scope: "case differs",
+        SOURCE: "case differs",
+        note: "scope",
+        tags: ["source", "shopDomain"],
+        my_scope: 1,
+      },
+      flattenedProperties: { dataSource: "crm" },
+      target: { itemId: "scope", itemType: "source" },
+    })],
+  };
+  assert.deepEqual(scopeBindingPaths(body), []);
+  assert.equal(validate(body).accepted.length, 1);
+});
+
+Deno.test("scopeBindingPaths: non-object values have no paths", () => {
+  for (const value of [null, undefined, "scope", 1, true, [], ["scope"]]) {
+    assert.deepEqual(scopeBindingPaths(value), []);
+  }
+});
+
+Deno.test("validateBatch: any scope key is 400 scope_binding naming every path, even a valid shop", () => {
+  const body = {
+    events: [
+      ev({ shopDomain: "acme.myshopify.com" }),
+      ev(),
+      ev({ properties: { a: [{ scope: "acme.myshopify.com" }] } }),
+      ev({ target: { itemId: "i", itemType: "t", properties: { source: "x" } } }),
+      ev({ flattenedProperties: { shopDomain: "x" } }),
+    ],
+  };
+  const ids = counter();
+  const err = assertHttpError(() => validate(body, { newId: ids.newId }), "scope_binding");
+  for (
+    const path of [
+      "$.events[0].shopDomain",
+      "$.events[2].properties.a[0].scope",
+      "$.events[3].target.properties.source",
+      "$.events[4].flattenedProperties.shopDomain",
+    ]
+  ) {
+    assert.ok(err.message.includes(path), `${path} in ${err.message}`);
+  }
+  assert.doesNotMatch(err.message, /more/);
+  assert.equal(ids.taken, 0);
+});
+
+Deno.test("validateBatch: a top-level scope is scope_binding, not an unknown field", () => {
+  const err = assertHttpError(() => validate({ events: [ev()], scope: "x" }), "scope_binding");
+  assert.match(err.message, /\$\.scope\b/);
+});
+
+Deno.test("validateBatch: the scope_binding description lists 20 paths, then 'and N more'", () => {
+  const body = { events: Array.from({ length: 25 }, () => ev({ shopDomain: "x" })) };
+  const err = assertHttpError(() => validate(body), "scope_binding");
+  for (let i = 0; i < 20; i++) {
+    assert.ok(err.message.includes(`$.events[${i}].shopDomain`), `event ${i}`);
+  }
+  for (let i = 20; i < 25; i++) {
+    assert.ok(!err.message.includes(`$.events[${i}].shopDomain`), `event ${i} is not listed`);
+  }
+  assert.ok(err.message.endsWith(" and 5 more"), err.message);
+  assert.equal(err.message.match(/\$\.events\[/g)?.length, 20);
+
+  // Exactly 20: all listed, no suffix.
+  const twenty = assertHttpError(
+    () => validate({ events: Array.from({ length: 20 }, () => ev({ source: "x" })) }),
+    "scope_binding",
+  );
+  assert.equal(twenty.message.match(/\$\.events\[/g)?.length, 20);
+  assert.doesNotMatch(twenty.message, /more/);
+});
+
+// --- per-event rules (spec 2.1) ---
+
+Deno.test("validateBatch: eventType starts with a letter, then letters, digits, underscores; max 64", () => {
+  for (
+    const eventType of ["a", "Z", "page_viewed", "a1_B2", "a".repeat(64), "A" + "_".repeat(63)]
+  ) {
+    assertAccepted(ev({ eventType }), eventType);
+  }
+  for (
+    const eventType of [
+      "a".repeat(65),
+      "",
+      "1abc",
+      "_abc",
+      "a-b",
+      "a b",
+      "a.b",
+      "é",
+      "abc\n",
+      7,
+      null,
+    ]
+  ) {
+    assertRejectedAt(ev({ eventType }), "$.events[0].eventType", String(eventType));
+  }
+  const { eventType: _, ...missing } = ev();
+  assertRejectedAt(missing, "$.events[0].eventType");
+});
+
+Deno.test("validateBatch: profileId is required, 1 to 60 characters, without ':'", () => {
+  for (const profileId of ["p", "x".repeat(60), "store_acme_123", "a-b.c@d"]) {
+    assertAccepted(ev({ profileId }), profileId);
+  }
+  for (const profileId of ["x".repeat(61), "", "a:b", ":", 42, null, ["p"]]) {
+    assertRejectedAt(ev({ profileId }), "$.events[0].profileId", String(profileId));
+  }
+  const { profileId: _, ...missing } = ev();
+  assertRejectedAt(missing, "$.events[0].profileId");
+});
+
+Deno.test("validateBatch: sessionId is optional, 1 to 60 characters, without ':'", () => {
+  assertAccepted(ev());
+  for (const sessionId of ["s", "x".repeat(60)]) assertAccepted(ev({ sessionId }), sessionId);
+  for (const sessionId of ["x".repeat(61), "", "s:1", 1, null]) {
+    assertRejectedAt(ev({ sessionId }), "$.events[0].sessionId", String(sessionId));
+  }
+});
+
+Deno.test("validateBatch: properties and flattenedProperties must be objects", () => {
+  for (const field of ["properties", "flattenedProperties"]) {
+    assertAccepted(ev({ [field]: {} }), field);
+    assertAccepted(ev({ [field]: { a: 1, b: { c: [null] } } }), field);
+    for (const value of [[], [1], "x", 1, true, null]) {
+      assertRejectedAt(ev({ [field]: value }), `$.events[0].${field}`, `${field}=${value}`);
+    }
+  }
+});
+
+Deno.test("validateBatch: timeStamp is an ISO 8601 date-time with Z or an offset", () => {
+  for (
+    const timeStamp of [
+      "2026-01-02T03:04:05Z",
+      "2026-01-02T03:04:05.123Z",
+      "2026-01-02T03:04:05.123+02:00",
+      "2026-01-02T03:04:05-05:30",
+    ]
+  ) {
+    assertAccepted(ev({ timeStamp }), timeStamp);
+  }
+  for (
+    const timeStamp of [
+      "2026-01-02",
+      "yesterday",
+      "2026-01-02T03:04:05",
+      "2026-13-02T03:04:05Z",
+      "",
+      1767322800000,
+      null,
+    ]
+  ) {
+    assertRejectedAt(ev({ timeStamp }), "$.events[0].timeStamp", String(timeStamp));
+  }
+});
+
+Deno.test("validateBatch: target is strictly { itemId, itemType, properties? }", () => {
+  assertAccepted(ev({ target: { itemId: "i1", itemType: "product" } }));
+  assertAccepted(ev({ target: { itemId: "i1", itemType: "product", properties: { a: 1 } } }));
+  assertRejectedAt(
+    ev({ target: { itemId: "i1", itemType: "product", extra: 1 } }),
+    "$.events[0].target",
+  );
+  assertRejectedAt(ev({ target: { itemType: "product" } }), "$.events[0].target.itemId");
+  assertRejectedAt(ev({ target: { itemId: "i1" } }), "$.events[0].target.itemType");
+  assertRejectedAt(
+    ev({ target: { itemId: "", itemType: "product" } }),
+    "$.events[0].target.itemId",
+  );
+  assertRejectedAt(ev({ target: { itemId: "i", itemType: "" } }), "$.events[0].target.itemType");
+  assertRejectedAt(
+    ev({ target: { itemId: "i", itemType: "t", properties: [] } }),
+    "$.events[0].target.properties",
+  );
+  for (const target of ["i1", [], null, 1]) {
+    assertRejectedAt(ev({ target }), "$.events[0].target", String(target));
+  }
+});
+
+Deno.test("validateBatch: unknown event fields are rejected at $.events[i], naming the field", () => {
+  const { accepted, rejected } = validate({
+    events: [ev(), ev({ extraField: 1 }), ev({ itemId: "x", type: "y" })],
+  });
+  assert.deepEqual(accepted.map((a) => a.index), [0]);
+  assert.deepEqual(rejected.map((r) => r.index), [1, 2]);
+  assert.equal(rejected[0]!.errors.length, 1);
+  assert.equal(rejected[0]!.errors[0]!.path, "$.events[1]");
+  assert.match(rejected[0]!.errors[0]!.message, /extraField/);
+  assert.ok(rejected[1]!.errors.every((e) => e.path === "$.events[2]"));
+  const messages = rejected[1]!.errors.map((e) => e.message).join(" ");
+  assert.match(messages, /itemId/);
+  assert.match(messages, /type/);
+});
+
+Deno.test("validateBatch: a non-object event is rejected at $.events[i]", () => {
+  const { accepted, rejected } = validate({ events: [null, "x", 1, [], ev()] });
+  assert.deepEqual(accepted.map((a) => a.index), [4]);
+  assert.deepEqual(rejected.map((r) => r.index), [0, 1, 2, 3]);
+  for (const r of rejected) assert.equal(r.errors[0]!.path, `$.events[${r.index}]`);
+});
+
+Deno.test("validateBatch: every problem of an event is reported", () => {
+  const errors = errorsOf({ eventType: "1x", profileId: "a:b", sessionId: "", timeStamp: "now" });
+  assert.deepEqual(
+    errors.map((e) => e.path).sort(),
+    [
+      "$.events[0].eventType",
+      "$.events[0].profileId",
+      "$.events[0].sessionId",
+      "$.events[0].timeStamp",
+    ],
+  );
+});
+
+/** An event whose JSON is exactly `bytes` UTF-8 bytes (padding with ASCII). */
+function eventOfBytes(bytes: number): Record<string, unknown> {
+  const base = new TextEncoder().encode(JSON.stringify(ev({ properties: { pad: "" } }))).length;
+  const event = ev({ properties: { pad: "x".repeat(bytes - base) } });
+  assert.equal(new TextEncoder().encode(JSON.stringify(event)).length, bytes);
+  return event;
+}
+
+Deno.test("validateBatch: an event over MAX_EVENT_BYTES is rejected at $.events[i]; exactly at it is fine", () => {
+  assert.equal(MAX_EVENT_BYTES, 32 * 1024);
+  const ids = counter();
+  const { accepted, rejected } = validate({
+    events: [eventOfBytes(MAX_EVENT_BYTES), eventOfBytes(MAX_EVENT_BYTES + 1), ev()],
+  }, { newId: ids.newId });
+  assert.deepEqual(accepted.map((a) => [a.index, a.event.id]), [[0, "id-1"], [2, "id-2"]]);
+  assert.deepEqual(rejected, [{
+    index: 1,
+    errors: [{ path: "$.events[1]", message: `event exceeds ${MAX_EVENT_BYTES} bytes` }],
+  }]);
+  assert.equal(ids.taken, 2);
+});
+
+Deno.test("validateBatch: the event size is measured in UTF-8 bytes, not characters", () => {
+  // 'é' is one UTF-16 unit but two UTF-8 bytes; '😀' is two units and four bytes.
+  for (const char of ["é", "漢", "😀"]) {
+    const unitsPerChar = char.length;
+    const bytesPerChar = new TextEncoder().encode(char).length;
+    const count = Math.ceil(MAX_EVENT_BYTES / bytesPerChar);
+    const event = ev({ properties: { pad: char.repeat(count) } });
+    const json = JSON.stringify(event);
+    assert.ok(json.length < MAX_EVENT_BYTES, "under the limit in UTF-16 units");
+    assert.ok(count * unitsPerChar < MAX_EVENT_BYTES);
+    assertRejectedAt(event, "$.events[0]", char);
+  }
+});
+
+// --- the check callback ---
+
+Deno.test("validateBatch: a 'no registered schema' check failure is reported at eventType", () => {
+  const { accepted, rejected } = validate({ events: [ev({ eventType: "unknown_type" })] }, {
+    check: (e) => ({ error: `no registered schema for event type ${e.eventType}` }),
+  });
+  assert.deepEqual(accepted, []);
+  assert.deepEqual(rejected, [{
+    index: 0,
+    errors: [{
+      path: "$.events[0].eventType",
+      message: "no registered schema for event type unknown_type",
+    }],
+  }]);
+});
+
+Deno.test("validateBatch: any other check failure is reported at properties", () => {
+  const { rejected } = validate({ events: [ev(), ev()] }, {
+    check: () => ({ error: "properties.url: expected string" }),
+  });
+  assert.deepEqual(
+    rejected,
+    [0, 1].map((index) => ({
+      index,
+      errors: [{
+        path: `$.events[${index}].properties`,
+        message: "properties.url: expected string",
+      }],
+    })),
+  );
+});
+
+Deno.test("validateBatch: the check sees the parsed event with its new id; null accepts it", () => {
+  const seen: IngestEvent[] = [];
+  const raw = ev({
+    sessionId: "s1",
+    properties: { url: "https://example.com" },
+    timeStamp: "2026-01-02T03:04:05Z",
+    target: { itemId: "i1", itemType: "product" },
+  });
+  const { accepted, rejected } = validate({ events: [raw] }, {
+    newId: () => "the-id",
+    check: (e) => {
+      seen.push(structuredClone(e));
+      return null;
+    },
+  });
+  assert.deepEqual(rejected, []);
+  assert.deepEqual(seen, [{ id: "the-id", ...raw }]);
+  assert.deepEqual(accepted, [{ index: 0, event: { id: "the-id", ...raw } }]);
+});
+
+// --- accepted events and ids ---
+
+Deno.test("validateBatch: accepted events keep their index and take ids in order", () => {
+  const ids = counter();
+  const events = [
+    ev({ profileId: "a" }),
+    ev({ profileId: "bad:id" }),
+    ev({ profileId: "b" }),
+    ev({ profileId: "c" }),
+  ];
+  const { accepted, rejected } = validate({ events }, { newId: ids.newId });
+  assert.deepEqual(accepted, [
+    { index: 0, event: { id: "id-1", ...events[0] } },
+    { index: 2, event: { id: "id-2", ...events[2] } },
+    { index: 3, event: { id: "id-3", ...events[3] } },
+  ]);
+  assert.deepEqual(rejected.map((r) => r.index), [1]);
+});
+
+Deno.test("validateBatch: ids go to schema-valid, size-valid events, including ones the check rejects", () => {
+  const ids = counter();
+  const events = [
+    ev({ profileId: "ok1" }), // id-1, accepted
+    ev({ eventType: "1bad" }), // schema-invalid: no id
+    eventOfBytes(MAX_EVENT_BYTES + 1), // too large: no id
+    ev({ profileId: "checked" }), // id-2, rejected by the check
+    ev({ profileId: "ok2" }), // id-3, accepted
+  ];
+  const { accepted, rejected } = validate({ events }, {
+    newId: ids.newId,
+    check: (e) => e.profileId === "checked" ? { error: "properties: nope" } : null,
+  });
+  assert.equal(ids.taken, 3);
+  assert.deepEqual(accepted.map((a) => [a.index, a.event.id]), [[0, "id-1"], [4, "id-3"]]);
+  assert.deepEqual(rejected.map((r) => r.index), [1, 2, 3]);
+  assert.deepEqual(rejected[2]!.errors, [{
+    path: "$.events[3].properties",
+    message: "properties: nope",
+  }]);
+});
+
+Deno.test("validateBatch: the body is not modified", () => {
+  const body = { events: [ev({ properties: { a: { b: 1 } } }), ev({ profileId: "x:y" })] };
+  const before = structuredClone(body);
+  validate(body, { check: () => null });
+  assert.deepEqual(body, before);
+});
+
+Deno.test("validateBatch: an event too big to store (numbers take 9 bytes) is rejected, not a 503", () => {
+  const raw = {
+    eventType: "page_viewed",
+    profileId: "p1",
+    properties: { v: Array(8000).fill(0.5) },
+  };
+  assert.ok(JSON.stringify(raw).length <= MAX_EVENT_BYTES);
+  const { accepted, rejected } = validateBatch({ events: [raw] }, {
+    maxEvents: 50,
+    tooLargeCode: "batch_too_large",
+    newId: () => "id",
+  });
+  assert.equal(accepted.length, 0);
+  assert.deepEqual(rejected[0]!.errors.map((e) => e.path), ["$.events[0]"]);
+});
+
+Deno.test("scopeBindingPaths: deep nesting is a 400, never a stack overflow", () => {
+  const deep = JSON.parse(
+    `{"events":[{"properties":{"d":${"[".repeat(5000)}${"]".repeat(5000)}}}]}`,
+  );
+  assert.throws(() => scopeBindingPaths(deep), (err: unknown) => {
+    assert.ok(err instanceof HttpError);
+    assert.equal(err.status, 400);
+    assert.equal(err.code, "bad_request");
+    assert.match(err.message, /nesting deeper than/);
+    return true;
+  });
+  let nested: unknown = { scope: "x" };
+  for (let i = 0; i < 20; i++) nested = { a: nested };
+  assert.equal(scopeBindingPaths(nested).length, 1);
+});
