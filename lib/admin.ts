@@ -4,6 +4,7 @@ import { issueApiKey } from "./api_keys.ts";
 import { createBrand, findBrandContext, setBrand } from "./brands.ts";
 import { createEmbeddedEngine } from "./engine/engine.ts";
 import { listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
+import { summarizeUsage } from "./usage.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { openStores, type Stores } from "./stores.ts";
 import { openTokenCipher } from "./token_cipher.ts";
@@ -13,6 +14,7 @@ const USAGE = `Usage: deno task admin <command>
   brand create --name NAME [--shop DOMAIN] [--access-token TOKEN] [--beta]
   brand set --brand ID [--beta on|off] [--integration connected|disconnected]
   key issue --brand ID [--name LABEL]
+  usage --brand ID [--from YYYY-MM-DD] [--to YYYY-MM-DD]
   deadletter list [--brand ID]
   deadletter replay (--id ID | --all) [--brand ID]
 
@@ -98,6 +100,40 @@ const _COMMANDS: Record<string, _Command<any>> = {
       return { id: issued.id, key: issued.key, prefix: issued.prefix };
     },
   }),
+  "usage": _command({
+    parse(args) {
+      const { values } = _parse(args, {
+        brand: { type: "string" },
+        from: { type: "string" },
+        to: { type: "string" },
+      });
+      if (values.brand === undefined) throw new _UsageError("--brand is required");
+      for (const flag of ["from", "to"] as const) {
+        const day = values[flag] as string | undefined;
+        if (day !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(day)) {
+          throw new _UsageError(`--${flag} takes a day as YYYY-MM-DD`);
+        }
+      }
+      return {
+        brandId: values.brand as string,
+        from: values.from as string | undefined,
+        to: values.to as string | undefined,
+      };
+    },
+    async run(stores, input) {
+      if (!(await findBrandContext(stores.sql, input.brandId))) {
+        throw new Error(`no brand ${input.brandId}`);
+      }
+      const rows = await summarizeUsage(stores.kv, input.brandId, input);
+      return {
+        brand: input.brandId,
+        from: input.from ?? null,
+        to: input.to ?? null,
+        total: rows.reduce((sum, row) => sum + row.requests, 0),
+        days: rows,
+      };
+    },
+  }),
   "deadletter list": _command({
     parse(args) {
       const { values } = _parse(args, { brand: { type: "string" } });
@@ -156,7 +192,9 @@ export async function runAdmin(
   env: Record<string, string | undefined>,
 ): Promise<number> {
   const name = argv.slice(0, 2).join(" ");
-  const command = _COMMANDS[name];
+  const single = _COMMANDS[argv[0] ?? ""];
+  const command = _COMMANDS[name] ?? single;
+  const args = _COMMANDS[name] ? argv.slice(2) : argv.slice(1);
   if (!command) {
     if (argv.length === 0 || argv[0] === "help" || argv[0] === "--help") {
       console.log(USAGE);
@@ -171,7 +209,7 @@ export async function runAdmin(
   }
   let stores: Stores | undefined;
   try {
-    const input = command.parse(argv.slice(2));
+    const input = command.parse(args);
     const config = loadConfig(env);
     stores = await openStores(config, { serve: false });
     console.log(JSON.stringify(await command.run(stores, input, config)));

@@ -1,4 +1,9 @@
-import { apiKeyByBrandKey, apiKeyByHashKey, apiKeyByIdKey } from "./kv_keys.ts";
+import {
+  apiKeyByBrandKey,
+  apiKeyByHashKey,
+  apiKeyByIdKey,
+  apiKeysOfBrandPrefix,
+} from "./kv_keys.ts";
 
 /** The literal prefix of every API key (spec section 5). */
 export const API_KEY_PREFIX = "svc_";
@@ -62,18 +67,11 @@ export async function issueApiKey(
   deps: ApiKeyDeps,
   input: { brandId: string; name?: string | null; expiresAt?: Date | null },
 ): Promise<{ id: string; key: string; prefix: string; record: ApiKeyRecord }> {
-  const key = generateApiKey();
-  const hash = await hashApiKey(key);
-  const record: ApiKeyRecord = {
-    id: `key_${deps.newId()}`,
-    brand: input.brandId,
-    prefix: key.slice(0, API_KEY_PREFIX.length + 6),
+  const { key, hash, record } = await _newKey(deps, {
+    brandId: input.brandId,
     name: input.name ?? null,
-    created_at: deps.now().toISOString(),
-    last_used_at: null,
-    revoked_at: null,
-    expires_at: input.expiresAt?.toISOString() ?? null,
-  };
+    expiresAt: input.expiresAt?.toISOString() ?? null,
+  });
   const result = await deps.kv.atomic()
     .check({ key: apiKeyByHashKey(hash), versionstamp: null })
     .set(apiKeyByHashKey(hash), record)
@@ -125,6 +123,27 @@ export async function revokeApiKey(
   }
 }
 
+async function _newKey(
+  deps: Pick<ApiKeyDeps, "now" | "newId">,
+  input: { brandId: string; name: string | null; expiresAt: string | null },
+): Promise<{ key: string; hash: string; record: ApiKeyRecord }> {
+  const key = generateApiKey();
+  return {
+    key,
+    hash: await hashApiKey(key),
+    record: {
+      id: `key_${deps.newId()}`,
+      brand: input.brandId,
+      prefix: key.slice(0, API_KEY_PREFIX.length + 6),
+      name: input.name,
+      created_at: deps.now().toISOString(),
+      last_used_at: null,
+      revoked_at: null,
+      expires_at: input.expiresAt,
+    },
+  };
+}
+
 function _checksum(body: string): string {
   let crc = _crc32(new TextEncoder().encode(body));
   let out = "";
@@ -146,4 +165,92 @@ function _crc32(bytes: Uint8Array): number {
   let crc = 0xffffffff;
   for (const byte of bytes) crc = _crcTable[(crc ^ byte) & 0xff]! ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
+}
+
+/** A brand's keys, oldest first (records only: never a plaintext or a hash). */
+export async function listApiKeys(kv: Deno.Kv, brandId: string): Promise<ApiKeyRecord[]> {
+  const hashes = await Array.fromAsync(kv.list<string>({ prefix: apiKeysOfBrandPrefix(brandId) }));
+  const records: ApiKeyRecord[] = [];
+  // getMany reads at most 10 keys at a time.
+  for (let i = 0; i < hashes.length; i += 10) {
+    const entries = await kv.getMany<ApiKeyRecord[]>(
+      hashes.slice(i, i + 10).map((entry) => apiKeyByHashKey(entry.value)),
+    );
+    for (const entry of entries) if (entry.value) records.push(entry.value);
+  }
+  return records.sort((a, b) =>
+    a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id)
+  );
+}
+
+/** True while a key authenticates: not revoked, not past its expiry. */
+export function isLive(record: ApiKeyRecord, now: Date): boolean {
+  return record.revoked_at === null &&
+    (record.expires_at === null || Date.parse(record.expires_at) > now.getTime());
+}
+
+/**
+ * Replaces a live key with a new one (same name, same expiry) and lets the old one work for
+ * `graceMs` more (or until its own earlier expiry), in one atomic commit. Null when the brand
+ * has no such key; "not_live" when it is revoked or expired.
+ */
+export async function rotateApiKey(
+  deps: ApiKeyDeps,
+  input: { brandId: string; keyId: string; graceMs: number },
+): Promise<
+  | { id: string; key: string; prefix: string; record: ApiKeyRecord; previous: ApiKeyRecord }
+  | null
+  | "not_live"
+> {
+  const hashEntry = await deps.kv.get<string>(apiKeyByBrandKey(input.brandId, input.keyId));
+  if (!hashEntry.value) return null;
+  while (true) {
+    const entry = await deps.kv.get<ApiKeyRecord>(apiKeyByHashKey(hashEntry.value));
+    if (!entry.value) return null;
+    const now = deps.now();
+    if (!isLive(entry.value, now)) return "not_live";
+    const graceEnd = now.getTime() + input.graceMs;
+    const currentEnd = entry.value.expires_at ? Date.parse(entry.value.expires_at) : Infinity;
+    const previous = {
+      ...entry.value,
+      expires_at: new Date(Math.min(graceEnd, currentEnd)).toISOString(),
+    };
+    const { key, hash, record } = await _newKey(deps, {
+      brandId: input.brandId,
+      name: entry.value.name,
+      expiresAt: entry.value.expires_at,
+    });
+    const result = await deps.kv.atomic()
+      .check(entry)
+      .check({ key: apiKeyByHashKey(hash), versionstamp: null })
+      .set(entry.key, previous)
+      .set(apiKeyByHashKey(hash), record)
+      .set(apiKeyByIdKey(record.id), hash)
+      .set(apiKeyByBrandKey(input.brandId, record.id), hash)
+      .commit();
+    if (result.ok) return { id: record.id, key, prefix: record.prefix, record, previous };
+  }
+}
+
+/**
+ * Removes a key's record and indexes. Null when the brand has no such key; "live" (nothing
+ * removed) while it still authenticates: revoke it, or let it expire, first.
+ */
+export async function deleteApiKey(
+  deps: Pick<ApiKeyDeps, "kv" | "now">,
+  input: { brandId: string; keyId: string },
+): Promise<ApiKeyRecord | null | "live"> {
+  const hashEntry = await deps.kv.get<string>(apiKeyByBrandKey(input.brandId, input.keyId));
+  if (!hashEntry.value) return null;
+  const entry = await deps.kv.get<ApiKeyRecord>(apiKeyByHashKey(hashEntry.value));
+  if (entry.value && isLive(entry.value, deps.now())) return "live";
+  const result = await deps.kv.atomic()
+    .check(hashEntry)
+    .check(entry)
+    .delete(entry.key)
+    .delete(apiKeyByIdKey(input.keyId))
+    .delete(hashEntry.key)
+    .commit();
+  // A concurrent change (a rotation, a touch of last_used_at) lost the race: look again.
+  return result.ok ? entry.value : await deleteApiKey(deps, input);
 }

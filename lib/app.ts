@@ -4,9 +4,10 @@ import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
 import { eventRoutes } from "../routes/events.ts";
 import { ingestRoutes } from "../routes/ingest.ts";
+import { keyRoutes } from "../routes/keys.ts";
 import { metaRoutes } from "../routes/meta.ts";
 import type { AppDeps, AppEnv } from "./app_env.ts";
-import { apiKeyAuth } from "./auth.ts";
+import { apiKeyAuth, sessionTokenAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { onError, onNotFound } from "./errors.ts";
 import { routeGuard } from "./route_guard.ts";
@@ -27,6 +28,12 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     scheme: "bearer",
     description: "An API key: `Authorization: Bearer svc_...`",
   });
+  app.openAPIRegistry.registerComponent("securitySchemes", "sessionToken", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "JWT",
+    description: "A Shopify session token (HS256 JWT from App Bridge) for key management",
+  });
 
   app.use(requestId({ generator: () => deps.newId() }));
   app.use(cors({
@@ -45,23 +52,32 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   }));
   app.use(routeGuard(app));
   app.use(bodyLimit({ maxBytes: deps.config.maxBodyBytes }));
+  const metered = [
+    usageMeter(deps),
+    rateLimit({
+      kv: deps.kv,
+      now: deps.now,
+      policy: { name: "api", limit: deps.config.rateLimitPerMinute, windowMs: 60_000 },
+      subject: (c) => c.get("auth").keyId,
+    }),
+  ];
+  app.use("/cdp/*", except(_NOT_API_KEY_ROUTES, apiKeyAuth(deps), ...metered));
+  // In Hono "/cdp/keys/*" also matches "/cdp/keys" itself.
+  app.use("/cdp/keys/*", sessionTokenAuth(deps), ...metered);
+  // The query throttle of spec 4.10, on top of the API-wide limit.
   app.use(
-    "/cdp/*",
-    except(
-      _NOT_API_KEY_ROUTES,
-      apiKeyAuth(deps),
-      usageMeter(deps),
-      rateLimit({
-        kv: deps.kv,
-        now: deps.now,
-        policy: { name: "api", limit: deps.config.rateLimitPerMinute, windowMs: 60_000 },
-        subject: (c) => c.get("auth").keyId,
-      }),
-    ),
+    "/cdp/query/*",
+    rateLimit({
+      kv: deps.kv,
+      now: deps.now,
+      policy: { name: "query", limit: deps.config.queryRateLimitPerMinute, windowMs: 60_000 },
+      subject: (c) => c.get("auth").keyId,
+    }),
   );
 
   app.route("/", eventRoutes(deps));
   app.route("/", ingestRoutes(deps));
+  app.route("/", keyRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

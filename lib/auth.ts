@@ -1,8 +1,9 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { authenticateApiKey } from "./api_keys.ts";
+import { API_KEY_PREFIX, authenticateApiKey } from "./api_keys.ts";
 import type { AppDeps, AppEnv, AuthContext } from "./app_env.ts";
-import { findBrandContext } from "./brands.ts";
+import { findBrandContext, findBrandIdByShop } from "./brands.ts";
 import { HttpError } from "./errors.ts";
+import { looksLikeJwt, verifySessionToken } from "./session_token.ts";
 
 const _CHALLENGE = { "WWW-Authenticate": 'Bearer realm="cdp"' };
 
@@ -11,14 +12,13 @@ export function apiKeyAuth(
   deps: Pick<AppDeps, "kv" | "sql" | "now">,
 ): MiddlewareHandler<AppEnv> {
   return async function apiKeyAuthMiddleware(c, next) {
-    const header = c.req.header("authorization");
-    const match = header?.match(/^Bearer\s+(\S+)\s*$/i);
-    if (!match) {
-      throw new HttpError(401, "unauthorized", "Missing bearer credential", {
+    const token = _bearer(c);
+    if (looksLikeJwt(token)) {
+      throw new HttpError(401, "unauthorized", "Data routes take an API key, not a session token", {
         headers: _CHALLENGE,
       });
     }
-    const record = await authenticateApiKey(deps, match[1]!);
+    const record = await authenticateApiKey(deps, token);
     const brand = record ? await findBrandContext(deps.sql, record.brand) : null;
     if (!record || !brand) {
       // One answer for every failure, so a caller learns nothing about which keys exist.
@@ -29,6 +29,52 @@ export function apiKeyAuth(
     c.set("auth", { ...brand, keyId: record.id });
     await next();
   };
+}
+
+/**
+ * Shopify session-token authentication for the key-management routes: resolves the token's shop
+ * to its brand into `c.var.auth`. API keys are refused here (401).
+ */
+export function sessionTokenAuth(
+  deps: Pick<AppDeps, "sql" | "now" | "config">,
+): MiddlewareHandler<AppEnv> {
+  return async function sessionTokenAuthMiddleware(c, next) {
+    const token = _bearer(c);
+    if (token.startsWith(API_KEY_PREFIX)) {
+      throw new HttpError(
+        401,
+        "unauthorized",
+        "Key management takes a Shopify session token, not an API key",
+        { headers: _CHALLENGE },
+      );
+    }
+    const { apiKey, apiSecret } = deps.config.shopify;
+    if (!apiKey || !apiSecret) {
+      throw new HttpError(
+        503,
+        "service_unavailable",
+        "Session tokens are not configured (SHOPIFY_API_KEY, SHOPIFY_API_SECRET)",
+      );
+    }
+    const claims = await verifySessionToken(token, { apiKey, apiSecret, now: deps.now() });
+    const brandId = await findBrandIdByShop(deps.sql, claims.shop);
+    const brand = brandId ? await findBrandContext(deps.sql, brandId) : null;
+    if (!brand) {
+      throw new HttpError(401, "unauthorized", "No brand is connected to this shop", {
+        headers: _CHALLENGE,
+      });
+    }
+    c.set("auth", { ...brand, keyId: `session:${claims.shop}:${claims.sub ?? "app"}` });
+    await next();
+  };
+}
+
+function _bearer(c: Context<AppEnv>): string {
+  const match = c.req.header("authorization")?.match(/^Bearer\s+(\S+)\s*$/i);
+  if (!match) {
+    throw new HttpError(401, "unauthorized", "Missing bearer credential", { headers: _CHALLENGE });
+  }
+  return match[1]!;
 }
 
 /** The caller's shop scope; 403 `forbidden` when no integration resolves one. */

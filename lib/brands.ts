@@ -181,3 +181,10 @@ export async function findPixelShop(sql: Sql, shop: string): Promise<PixelShop |
     origins: [`https://${row.shop_domain}`, ...row.storefront_origins],
   };
 }
+
+/** The brand whose storefront integration is that shop (whatever its status), or null. */
+export async function findBrandIdByShop(sql: Sql, shop: string): Promise<string | null> {
+  const [row] = await sql<{ brand_id: string }[]>`
+    select brand_id from integrations where shop_domain = ${shop}`;
+  return row?.brand_id ?? null;
+}

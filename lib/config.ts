@@ -15,6 +15,8 @@ const envSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1200),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   CURSOR_TTL_SECONDS: z.coerce.number().int().min(60).default(3600),
+  QUERY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
+  KEY_ROTATION_GRACE_SECONDS: z.coerce.number().int().min(0).max(30 * 86400).default(86400),
   PIXEL_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   TRUST_PROXY: z.enum(["true", "false"]).default("false"),
   SYNC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
@@ -41,6 +43,8 @@ export interface Config {
   cursorTtlSeconds: number;
   syncRateLimitPerMinute: number;
   pixelRateLimitPerMinute: number;
+  queryRateLimitPerMinute: number;
+  keyRotationGraceSeconds: number;
   /** Take the client address from X-Forwarded-For (only behind a proxy that sets it). */
   trustProxy: boolean;
   syncBudgetMs: number;
@@ -76,6 +80,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     cursorTtlSeconds: e.CURSOR_TTL_SECONDS,
     syncRateLimitPerMinute: e.SYNC_RATE_LIMIT_PER_MINUTE,
     pixelRateLimitPerMinute: e.PIXEL_RATE_LIMIT_PER_MINUTE,
+    queryRateLimitPerMinute: e.QUERY_RATE_LIMIT_PER_MINUTE,
+    keyRotationGraceSeconds: e.KEY_ROTATION_GRACE_SECONDS,
     trustProxy: e.TRUST_PROXY === "true",
     syncBudgetMs: e.SYNC_BUDGET_MS,
     ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { loadConfig } from "../../lib/config.ts";
 import { type EventsMessage, writeDeadLetter } from "../../lib/ingest_queue.ts";
+import { usageDailyKey } from "../../lib/kv_keys.ts";
 import { openStores } from "../../lib/stores.ts";
 import { DATABASE_URL, freshDatabase } from "../test_support.ts";
 
@@ -230,5 +231,53 @@ Deno.test("cli: deadletter list shows what the forwarder gave up on; replay appl
     } finally {
       await stores.close();
     }
+  });
+});
+
+Deno.test("cli: usage prints a brand's request counts per day and route family", async () => {
+  await withStores(async (env) => {
+    const brand = json(
+      await runCli(["brand", "create", "--name", "U", "--shop", "u.myshopify.com"], env),
+    );
+    const kv = await Deno.openKv(loadConfig(env).kvPath);
+    const counts: [string, string, bigint][] = [
+      ["2026-11-19", "events", 5n],
+      ["2026-11-20", "events", 7n],
+      ["2026-11-20", "keys", 1n],
+      ["2026-11-21", "events", 2n],
+    ];
+    for (const [day, family, n] of counts) {
+      await kv.atomic().sum(usageDailyKey(String(brand.id), day, family), n).commit();
+    }
+    await kv.atomic().sum(usageDailyKey("another_brand", "2026-11-20", "events"), 100n).commit();
+    kv.close();
+
+    const all = json(await runCli(["usage", "--brand", String(brand.id)], env));
+    assert.equal(all.total, 15);
+    assert.equal((all.days as unknown[]).length, 4);
+    const window = json(
+      await runCli([
+        "usage",
+        "--brand",
+        String(brand.id),
+        "--from",
+        "2026-11-20",
+        "--to",
+        "2026-11-20",
+      ], env),
+    );
+    assert.deepEqual(window, {
+      brand: brand.id,
+      from: "2026-11-20",
+      to: "2026-11-20",
+      total: 8,
+      days: [
+        { day: "2026-11-20", family: "events", requests: 7 },
+        { day: "2026-11-20", family: "keys", requests: 1 },
+      ],
+    });
+    const bad = await runCli(["usage", "--brand", String(brand.id), "--from", "20/11/2026"], env);
+    assert.equal(bad.code, 2);
+    assert.equal((await runCli(["usage", "--brand", "missing"], env)).code, 1);
   });
 });

@@ -1,0 +1,230 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import {
+  type ApiKeyRecord,
+  deleteApiKey,
+  issueApiKey,
+  listApiKeys,
+  revokeApiKey,
+  rotateApiKey,
+} from "../lib/api_keys.ts";
+import type { AppDeps } from "../lib/app_env.ts";
+import { HttpError } from "../lib/errors.ts";
+import { errorResponses, newRouter } from "../lib/openapi.ts";
+import { assertWithinWindow, pageEnvelope, pageQuery } from "../lib/pagination.ts";
+
+const sessionSecurity = [{ sessionToken: [] }];
+
+const KeySchema = z.object({
+  id: z.string().openapi({ example: "key_01KAB3M4Q9R8S7T6V5W4X3Y2Z1" }),
+  name: z.string().nullable(),
+  prefix: z.string().openapi({ example: "svc_hTnRG8" }),
+  created_at: z.string(),
+  last_used_at: z.string().nullable(),
+  expires_at: z.string().nullable(),
+  revoked_at: z.string().nullable(),
+}).openapi("ApiKey");
+
+const IssuedKeySchema = z.object({
+  id: z.string(),
+  key: z.string().openapi({ description: "The plaintext key: shown this once, never again" }),
+  prefix: z.string(),
+  name: z.string().nullable(),
+  created_at: z.string(),
+  expires_at: z.string().nullable(),
+  scope: z.string().nullable(),
+}).openapi("IssuedApiKey");
+
+const KeyIdBody = z.object({ id: z.string().min(1).max(64) }).strict();
+
+const json = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+const issue = createRoute({
+  method: "post",
+  path: "/cdp/keys",
+  tags: ["Keys"],
+  summary: "Issue an API key",
+  security: sessionSecurity,
+  request: {
+    body: {
+      required: false,
+      content: {
+        "application/json": {
+          schema: z.object({
+            name: z.string().trim().min(1).max(100).optional(),
+            expires_at: z.iso.datetime({ offset: true }).optional()
+              .openapi({ description: "When the key stops working; none by default" }),
+          }).strict(),
+        },
+      },
+    },
+  },
+  responses: {
+    201: json(IssuedKeySchema, "Issued; the plaintext is in `key`, only this once"),
+    ...errorResponses(400, 401, 405, 429, 503),
+  },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/cdp/keys",
+  tags: ["Keys"],
+  summary: "List the brand's API keys (metadata only)",
+  security: sessionSecurity,
+  request: { query: pageQuery },
+  responses: {
+    200: json(
+      z.object({
+        list: z.array(KeySchema),
+        totalSize: z.number().int(),
+        offset: z.number().int(),
+        pageSize: z.number().int(),
+        nextCursor: z.null(),
+        scope: z.string().nullable(),
+      }),
+      "Keys, oldest first; never a plaintext or a hash",
+    ),
+    ...errorResponses(400, 401, 405, 429, 503),
+  },
+});
+
+const rotate = createRoute({
+  method: "post",
+  path: "/cdp/keys/rotate",
+  tags: ["Keys"],
+  summary: "Replace a key; the old one keeps working for the grace period",
+  security: sessionSecurity,
+  request: { body: { required: true, content: { "application/json": { schema: KeyIdBody } } } },
+  responses: {
+    201: json(
+      IssuedKeySchema.extend({
+        previous: z.object({ id: z.string(), expires_at: z.string() }),
+      }),
+      "The new key (plaintext once) and when the old one stops",
+    ),
+    ...errorResponses(400, 401, 404, 405, 429, 503),
+    409: json(z.object({ error: z.string(), error_description: z.string() }), "Key not live"),
+  },
+});
+
+const revoke = createRoute({
+  method: "post",
+  path: "/cdp/keys/revoke",
+  tags: ["Keys"],
+  summary: "Revoke a key: it stops working at once",
+  security: sessionSecurity,
+  request: { body: { required: true, content: { "application/json": { schema: KeyIdBody } } } },
+  responses: {
+    200: json(KeySchema, "The revoked key"),
+    ...errorResponses(400, 401, 404, 405, 429, 503),
+  },
+});
+
+const remove = createRoute({
+  method: "delete",
+  path: "/cdp/keys",
+  tags: ["Keys"],
+  summary: "Delete a key's record (revoke or let it expire first)",
+  security: sessionSecurity,
+  request: { query: z.object({ id: z.string().min(1).max(64) }) },
+  responses: {
+    204: { description: "Deleted" },
+    ...errorResponses(400, 401, 404, 405, 429, 503),
+    409: json(z.object({ error: z.string(), error_description: z.string() }), "Key still live"),
+  },
+});
+
+/** Key management, authenticated with a Shopify session token (see lib/auth.ts). */
+export function keyRoutes(deps: AppDeps) {
+  const notFound = () => new HttpError(404, "not_found", "Key not found");
+  return newRouter()
+    .openapi(issue, async (c) => {
+      const auth = c.get("auth");
+      const body = c.req.valid("json") ?? {};
+      const expiresAt = body.expires_at ? new Date(body.expires_at) : null;
+      if (expiresAt && expiresAt <= deps.now()) {
+        throw new HttpError(400, "bad_request", "expires_at must be in the future");
+      }
+      const issued = await issueApiKey(deps, { brandId: auth.brandId, name: body.name, expiresAt });
+      return c.json(_issued(issued.record, issued.key, auth.scope), 201);
+    })
+    .openapi(list, async (c) => {
+      const auth = c.get("auth");
+      const page = c.req.valid("query");
+      assertWithinWindow(page);
+      const records = await listApiKeys(deps.kv, auth.brandId);
+      return c.json({
+        ...pageEnvelope({
+          list: records.slice(page.offset, page.offset + page.limit).map(_view),
+          totalSize: records.length,
+          offset: page.offset,
+          limit: page.limit,
+        }),
+        nextCursor: null,
+        scope: auth.scope,
+      }, 200);
+    })
+    .openapi(rotate, async (c) => {
+      const auth = c.get("auth");
+      const rotated = await rotateApiKey(deps, {
+        brandId: auth.brandId,
+        keyId: c.req.valid("json").id,
+        graceMs: deps.config.keyRotationGraceSeconds * 1000,
+      });
+      if (rotated === null) throw notFound();
+      if (rotated === "not_live") {
+        throw new HttpError(409, "conflict", "The key is revoked or expired; issue a new one");
+      }
+      return c.json({
+        ..._issued(rotated.record, rotated.key, auth.scope),
+        previous: { id: rotated.previous.id, expires_at: rotated.previous.expires_at! },
+      }, 201);
+    })
+    .openapi(revoke, async (c) => {
+      const auth = c.get("auth");
+      const revoked = await revokeApiKey(deps, {
+        brandId: auth.brandId,
+        keyId: c.req.valid("json").id,
+      });
+      if (!revoked) throw notFound();
+      return c.json(_view(revoked), 200);
+    })
+    .openapi(remove, async (c) => {
+      const auth = c.get("auth");
+      const deleted = await deleteApiKey(deps, {
+        brandId: auth.brandId,
+        keyId: c.req.valid("query").id,
+      });
+      if (deleted === null) throw notFound();
+      if (deleted === "live") {
+        throw new HttpError(409, "conflict", "The key still works: revoke it first");
+      }
+      return c.body(null, 204);
+    });
+}
+
+function _view(record: ApiKeyRecord) {
+  return {
+    id: record.id,
+    name: record.name,
+    prefix: record.prefix,
+    created_at: record.created_at,
+    last_used_at: record.last_used_at,
+    expires_at: record.expires_at,
+    revoked_at: record.revoked_at,
+  };
+}
+
+function _issued(record: ApiKeyRecord, key: string, scope: string | null) {
+  return {
+    id: record.id,
+    key,
+    prefix: record.prefix,
+    name: record.name,
+    created_at: record.created_at,
+    expires_at: record.expires_at,
+    scope,
+  };
+}
