@@ -36,7 +36,9 @@ export function bodyLimit(options: { maxBytes: number }): MiddlewareHandler {
       bytes.set(chunk, offset);
       offset += chunk.byteLength;
     }
-    c.req.raw = new Request(c.req.raw, { body: bytes });
+    // Rebuilt from its parts: cloning the request would also copy (and so read) its signal.
+    const { method, headers, url } = c.req.raw;
+    c.req.raw = new Request(url, { method, headers, body: bytes });
     await next();
   };
 }
