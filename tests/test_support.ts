@@ -11,6 +11,7 @@ import { createApp } from "../lib/app.ts";
 import type { AppDeps, AppEnv } from "../lib/app_env.ts";
 import { createBrand } from "../lib/brands.ts";
 import { createEmbeddedEngine } from "../lib/engine/engine.ts";
+import type { EventsMessage } from "../lib/ingest_queue.ts";
 import { type Config, loadConfig } from "../lib/config.ts";
 import { servePglite, type Sql } from "../lib/db.ts";
 import { migrate, MIGRATIONS } from "../lib/migrations.ts";
@@ -228,4 +229,56 @@ export async function errorBody(
     throw new Error(`not an error envelope: ${JSON.stringify(body)}`);
   }
   return body;
+}
+
+/** The built-in event type names spec section 4.2 lists. */
+export const SPEC_EVENT_TYPES = [
+  "page_viewed",
+  "cart_viewed",
+  "checkout_started",
+  "checkout_completed",
+  "product_viewed",
+  "product_added_to_cart",
+  "search_submitted",
+  "order_created",
+  "checkout_abandoned",
+  "checkout_recovered",
+  "customer_updated",
+  "consent_updated",
+  "subscription_changed",
+  "refund_issued",
+  "cart_updated",
+  "fulfillment_updated",
+  "updateProperties",
+  "view",
+  "modifyConsent",
+];
+
+/** Runs `fn` over a fresh `:memory:` KV and always closes it. */
+export async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    await fn(kv);
+  } finally {
+    kv.close();
+  }
+}
+
+/** Polls until `check` holds; the queue delivers asynchronously. Bounded, never a timing assertion. */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Listens on a KV queue and records every message without applying it. */
+export function recordQueue(kv: Deno.Kv): { seen: EventsMessage[]; listening: Promise<void> } {
+  const seen: EventsMessage[] = [];
+  const listening = kv.listenQueue((message) => void seen.push(message as EventsMessage));
+  return { seen, listening };
 }

@@ -5,29 +5,7 @@ import {
   eventTypeSummary,
   findEventType,
 } from "../../lib/event_types.ts";
-
-/** The built-in names spec section 4.2 lists. */
-const SPEC_TYPES = [
-  "page_viewed",
-  "cart_viewed",
-  "checkout_started",
-  "checkout_completed",
-  "product_viewed",
-  "product_added_to_cart",
-  "search_submitted",
-  "order_created",
-  "checkout_abandoned",
-  "checkout_recovered",
-  "customer_updated",
-  "consent_updated",
-  "subscription_changed",
-  "refund_issued",
-  "cart_updated",
-  "fulfillment_updated",
-  "updateProperties",
-  "view",
-  "modifyConsent",
-];
+import { SPEC_EVENT_TYPES } from "../test_support.ts";
 
 function schemaOf(name: string) {
   const def = findEventType(name);
@@ -37,7 +15,7 @@ function schemaOf(name: string) {
 
 Deno.test("event types: every spec 4.2 name is present exactly once", () => {
   const names = EVENT_TYPES.map((def) => def.name);
-  for (const name of SPEC_TYPES) {
+  for (const name of SPEC_EVENT_TYPES) {
     assert.equal(names.filter((n) => n === name).length, 1, name);
   }
 });

@@ -4,18 +4,9 @@ import type { AppEnv } from "../../lib/app_env.ts";
 import { onError } from "../../lib/errors.ts";
 import { rateLimitKey } from "../../lib/kv_keys.ts";
 import { hitRateLimit, rateLimit, type RateLimitPolicy } from "../../lib/rate_limit.ts";
-import { errorBody, testClock } from "../test_support.ts";
+import { errorBody, testClock, withKv } from "../test_support.ts";
 
 const MINUTE: RateLimitPolicy = { name: "api", limit: 3, windowMs: 60_000 };
-
-async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    await fn(kv);
-  } finally {
-    kv.close();
-  }
-}
 
 Deno.test("hitRateLimit: exactly `limit` hits per window, then refused until the window ends", async () => {
   await withKv(async (kv) => {

@@ -1,20 +1,12 @@
 import assert from "node:assert/strict";
 import { tokenEncryptionSecretKey } from "../../lib/kv_keys.ts";
 import { openTokenCipher } from "../../lib/token_cipher.ts";
+import { withKv } from "../test_support.ts";
 
 const TOKEN = "shpat_0123456789abcdef0123456789abcdef";
 
 function randomKey(): string {
   return btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
-}
-
-async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    await fn(kv);
-  } finally {
-    kv.close();
-  }
 }
 
 /** Flips one byte inside the base64 part `part` (1 = iv, 2 = sealed) of a ciphertext. */

@@ -3,16 +3,7 @@ import { Hono } from "hono";
 import type { AppEnv, AuthContext } from "../../lib/app_env.ts";
 import { usageDailyKey, usageRecordKey } from "../../lib/kv_keys.ts";
 import { routeFamily, summarizeUsage, usageMeter, type UsageRecord } from "../../lib/usage.ts";
-import { testClock } from "../test_support.ts";
-
-async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    await fn(kv);
-  } finally {
-    kv.close();
-  }
-}
+import { testClock, withKv } from "../test_support.ts";
 
 async function count(kv: Deno.Kv, brand: string, day: string, family: string, n: number) {
   const result = await kv.atomic().sum(usageDailyKey(brand, day, family), BigInt(n)).commit();

@@ -2,31 +2,15 @@ import assert from "node:assert/strict";
 import { revokeApiKey } from "../../lib/api_keys.ts";
 import { setBrand } from "../../lib/brands.ts";
 import type { Rejection } from "../../lib/ingest.ts";
-import type { EventsMessage } from "../../lib/ingest_queue.ts";
 import { startForwarder } from "../../workers/forwarder.ts";
-import { errorBody, type TestContext, withContext } from "../test_support.ts";
-
-const SPEC_TYPES = [
-  "page_viewed",
-  "cart_viewed",
-  "checkout_started",
-  "checkout_completed",
-  "product_viewed",
-  "product_added_to_cart",
-  "search_submitted",
-  "order_created",
-  "checkout_abandoned",
-  "checkout_recovered",
-  "customer_updated",
-  "consent_updated",
-  "subscription_changed",
-  "refund_issued",
-  "cart_updated",
-  "fulfillment_updated",
-  "updateProperties",
-  "view",
-  "modifyConsent",
-];
+import {
+  errorBody,
+  eventually,
+  recordQueue,
+  SPEC_EVENT_TYPES,
+  type TestContext,
+  withContext,
+} from "../test_support.ts";
 
 Deno.test("catalog: 200 with every spec type, sorted by name, and the caller's scope", async () => {
   await withContext(async (ctx) => {
@@ -38,7 +22,7 @@ Deno.test("catalog: 200 with every spec type, sorted by name, and the caller's s
     assert.deepEqual(Object.keys(body).sort(), ["eventTypes", "scope"]);
     assert.equal(body.scope, brand.scope);
     const names: string[] = body.eventTypes.map((t: { name: string }) => t.name);
-    for (const name of SPEC_TYPES) assert.ok(names.includes(name), `missing ${name}`);
+    for (const name of SPEC_EVENT_TYPES) assert.ok(names.includes(name), `missing ${name}`);
     assert.deepEqual(names, [...names].sort());
     for (const entry of body.eventTypes) {
       assert.equal(entry.source, "built-in");
@@ -231,21 +215,6 @@ const view = (profileId: string, extra: Record<string, unknown> = {}) => ({
   profileId,
   ...extra,
 });
-
-/** Records every queue message (without applying it) until the returned stop is called. */
-function recordQueue(kv: Deno.Kv) {
-  const seen: EventsMessage[] = [];
-  const listening = kv.listenQueue((message) => void seen.push(message as EventsMessage));
-  return { seen, listening };
-}
-
-async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 Deno.test("ingest async: 202, events queued with server ids and the brand's scope, then applied", async () => {
   await withContext(async (ctx) => {

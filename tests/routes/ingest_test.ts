@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { setBrand } from "../../lib/brands.ts";
-import type { EventsMessage } from "../../lib/ingest_queue.ts";
-import { errorBody, type TestContext, withContext } from "../test_support.ts";
+import {
+  errorBody,
+  eventually,
+  recordQueue,
+  type TestContext,
+  withContext,
+} from "../test_support.ts";
 
 function pixel(
   ctx: TestContext,
@@ -22,20 +27,6 @@ const viewed = (profileId: string, extra: Record<string, unknown> = {}) => ({
   properties: { url: "https://x/y" },
   ...extra,
 });
-
-function recordQueue(kv: Deno.Kv) {
-  const seen: EventsMessage[] = [];
-  const listening = kv.listenQueue((message) => void seen.push(message as EventsMessage));
-  return { seen, listening };
-}
-
-async function eventually(check: () => boolean, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 Deno.test("pixel proxy: a connected shop's own origin is accepted, queued with pixel provenance", async () => {
   await withContext(async (ctx) => {

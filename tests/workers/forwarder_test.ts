@@ -15,7 +15,7 @@ import {
 } from "../../lib/ingest_queue.ts";
 import { openStores } from "../../lib/stores.ts";
 import { createQueueHandler, startForwarder } from "../../workers/forwarder.ts";
-import { DATABASE_URL, freshDatabase, testClock } from "../test_support.ts";
+import { DATABASE_URL, eventually, freshDatabase, testClock } from "../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
 const newId = monotonicFactory();
@@ -37,15 +37,6 @@ function pageView(profileId: string): IngestEvent {
 async function eventCount(sql: Sql): Promise<number> {
   const [row] = await sql`select count(*)::int as n from events`;
   return row!.n;
-}
-
-/** Polls until `check` holds (bounded: the queue delivers asynchronously). */
-async function eventually(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 async function withForwarderStores(
