@@ -6,6 +6,7 @@ import { eventRoutes } from "../routes/events.ts";
 import { ingestRoutes } from "../routes/ingest.ts";
 import { keyRoutes } from "../routes/keys.ts";
 import { metaRoutes } from "../routes/meta.ts";
+import { profileRoutes } from "../routes/profiles.ts";
 import type { AppDeps, AppEnv } from "./app_env.ts";
 import { apiKeyAuth, sessionTokenAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
@@ -78,6 +79,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", eventRoutes(deps));
   app.route("/", ingestRoutes(deps));
   app.route("/", keyRoutes(deps));
+  app.route("/", profileRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

@@ -23,7 +23,7 @@ export function apiKeyAuth(
     if (!record || !brand) {
       // One answer for every failure, so a caller learns nothing about which keys exist.
       throw new HttpError(401, "unauthorized", "API key is invalid, revoked or expired", {
-        headers: { ..._CHALLENGE, "WWW-Authenticate": 'Bearer realm="cdp", error="invalid_token"' },
+        headers: { "WWW-Authenticate": 'Bearer realm="cdp", error="invalid_token"' },
       });
     }
     c.set("auth", { ...brand, keyId: record.id });

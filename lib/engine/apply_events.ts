@@ -202,18 +202,17 @@ async function _applyRows(
       last_visit timestamptz, nb_of_visits integer)
     where p.scope = ${scope} and p.item_id = x.item_id`;
 
-  // The profile that already carried an identity survives: the earliest holder of a
-  // mergeIdentifier absorbs the newcomer (and any other holder).
+  // Profiles sharing a mergeIdentifier become one; as in Apache Unomi, the profile created
+  // first survives, whichever of them claimed the identifier last.
   for (const { profileId, mergeIdentifier } of mergeChecks) {
     const holders = await tx<{ item_id: string }[]>`
       select item_id from profiles
       where scope = ${scope} and properties ->> 'mergeIdentifier' = ${mergeIdentifier}
-        and item_id <> ${profileId}
       order by created_at, item_id`;
-    for (const holder of holders) {
+    if (!holders.some((h) => h.item_id === profileId)) continue; // already merged this batch
+    for (const holder of holders.slice(1)) {
       await mergeProfiles(tx, scope, holders[0]!.item_id, holder.item_id, now);
     }
-    if (holders.length > 0) await mergeProfiles(tx, scope, holders[0]!.item_id, profileId, now);
   }
   for (const { profileId, otherId } of targetMerges) {
     await mergeProfiles(tx, scope, profileId, otherId, now);

@@ -185,7 +185,7 @@ Deno.test("engine: a server event naming a pixel profile makes it merged", async
   });
 });
 
-Deno.test("engine: profiles sharing a mergeIdentifier merge; both ids and histories stay", async () => {
+Deno.test("engine: profiles sharing a mergeIdentifier merge into the oldest; ids and histories stay", async () => {
   await withEngine(async (engine, sql) => {
     await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web1" })], "pixel"));
     await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web1" })], "pixel"));
@@ -201,21 +201,23 @@ Deno.test("engine: profiles sharing a mergeIdentifier merge; both ids and histor
         update: { "properties.mergeIdentifier": "cust-7", "properties.city": "Oslo" },
       }),
     ]));
+    // As in Apache Unomi, the profile created first (the pixel one) survives.
     assert.equal(await count(sql, "profiles"), 1);
-    const merged = await profile(sql, "store_acme_7");
+    const merged = await profile(sql, "anon_1");
     assert.equal(merged!.provenance, "merged");
     assert.equal(merged!.properties.email, "c@example.com");
     assert.equal(merged!.properties.city, "Oslo");
-    const [alias] = await sql`select profile_id from profile_aliases where alias_id = 'anon_1'`;
-    assert.equal(alias!.profile_id, "store_acme_7");
+    const [alias] =
+      await sql`select profile_id from profile_aliases where alias_id = 'store_acme_7'`;
+    assert.equal(alias!.profile_id, "anon_1");
     // Both histories are kept and an event to the absorbed id lands on the survivor.
     await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web2" })], "pixel"));
     assert.equal(await count(sql, "profiles"), 1);
     const [events] = await sql`
       select count(*)::int as n from events
-      where profile_id in (select 'store_acme_7' union select alias_id from profile_aliases where profile_id = 'store_acme_7')`;
+      where profile_id in (select 'anon_1' union select alias_id from profile_aliases where profile_id = 'anon_1')`;
     assert.equal(events!.n, 6);
-    assert.equal((await profile(sql, "store_acme_7"))!.nb_of_visits, 5);
+    assert.equal((await profile(sql, "anon_1"))!.nb_of_visits, 5);
   });
 });
 

@@ -1,0 +1,291 @@
+import type postgres from "postgres";
+import type { Sql } from "../db.ts";
+import { OFFSET_WINDOW } from "../pagination.ts";
+
+/** The identity fields projected from a profile (spec 2.3, design.md section 8). */
+export const IDENTITY_FIELDS = [
+  "email",
+  "phoneNumber",
+  "firstName",
+  "lastName",
+  "city",
+  "countryName",
+  "zipCode",
+  "shopDomain",
+  "shopifyCustomerId",
+  "mergeIdentifier",
+] as const;
+
+/** `bucket` of GET /cdp/profiles: customers = server, anonymous = pixel, merged = merged. */
+export type Bucket = "customers" | "anonymous" | "merged";
+
+const _PROVENANCE: Record<Bucket, string> = {
+  customers: "server",
+  anonymous: "pixel",
+  merged: "merged",
+};
+
+/** Sorts of profile lists; only the default is cursor-eligible (keyset on item_id). */
+export const PROFILE_SORTS = {
+  "itemId.keyword:asc": "p.item_id asc",
+  "itemId.keyword:desc": "p.item_id desc",
+  "properties.lastVisit:desc": "p.last_visit desc nulls last, p.item_id asc",
+  "properties.lastVisit:asc": "p.last_visit asc nulls last, p.item_id asc",
+  "properties.firstVisit:desc": "p.first_visit desc nulls last, p.item_id asc",
+  "properties.firstVisit:asc": "p.first_visit asc nulls last, p.item_id asc",
+  "properties.nbOfVisits:desc": "p.nb_of_visits desc, p.item_id asc",
+  "properties.nbOfVisits:asc": "p.nb_of_visits asc, p.item_id asc",
+} as const;
+
+/** Sorts of a profile's events; only the default is cursor-eligible (keyset on the event id). */
+export const EVENT_SORTS = {
+  "itemId.keyword:asc": "e.id asc",
+  "itemId.keyword:desc": "e.id desc",
+  "timeStamp:asc": "e.time_stamp asc, e.id asc",
+  "timeStamp:desc": "e.time_stamp desc, e.id asc",
+} as const;
+
+/** A profile as the API shows it. */
+export interface ProfileView {
+  itemId: string;
+  properties: Record<string, unknown>;
+  provenance: "server" | "pixel" | "merged";
+}
+
+interface _ProfileRow {
+  item_id: string;
+  properties: Record<string, unknown>;
+  provenance: "server" | "pixel" | "merged";
+  first_visit: Date | null;
+  last_visit: Date | null;
+  nb_of_visits: number;
+}
+
+/** The identity projection of a profile's properties (present fields only). */
+export function identityOf(properties: Record<string, unknown>): Record<string, unknown> {
+  const identity: Record<string, unknown> = {};
+  for (const field of IDENTITY_FIELDS) {
+    if (properties[field] !== undefined && properties[field] !== null) {
+      identity[field] = properties[field];
+    }
+  }
+  return identity;
+}
+
+/** Shapes a profile row: the visit columns appear as properties, as in Unomi. */
+export function profileView(row: _ProfileRow): ProfileView {
+  return {
+    itemId: row.item_id,
+    properties: {
+      ...row.properties,
+      ...(row.first_visit ? { firstVisit: row.first_visit.toISOString() } : {}),
+      ...(row.last_visit ? { lastVisit: row.last_visit.toISOString() } : {}),
+      nbOfVisits: row.nb_of_visits,
+    },
+    provenance: row.provenance,
+  };
+}
+
+/** Finds a profile of the scope by its id or any id it absorbed; null when absent. */
+export async function findProfile(
+  sql: Sql,
+  scope: string,
+  id: string,
+): Promise<ProfileView | null> {
+  const [row] = await sql<_ProfileRow[]>`
+    select p.item_id, p.properties, p.provenance, p.first_visit, p.last_visit, p.nb_of_visits
+    from profiles p
+    where p.scope = ${scope}
+      and p.item_id = coalesce(
+        (select a.profile_id from profile_aliases a where a.scope = ${scope} and a.alias_id = ${id}),
+        ${id})`;
+  return row ? profileView(row) : null;
+}
+
+/** Every id whose events belong to the profile: its own and those it absorbed. */
+export async function profileIds(sql: Sql, scope: string, profileId: string): Promise<string[]> {
+  const aliases = await sql<{ alias_id: string }[]>`
+    select alias_id from profile_aliases where scope = ${scope} and profile_id = ${profileId}`;
+  return [profileId, ...aliases.map((a) => a.alias_id)];
+}
+
+/** Filters of a profile list. */
+export interface ProfileListQuery {
+  bucket: Bucket;
+  q?: string;
+  sort: keyof typeof PROFILE_SORTS;
+  limit: number;
+  offset: number;
+  /** Keyset position: list item ids after this one (default sort only). */
+  after?: string;
+}
+
+/** One page of a scope's profiles in one bucket, plus the (capped) total. */
+export async function listProfiles(
+  sql: Sql,
+  scope: string,
+  query: ProfileListQuery,
+): Promise<{ list: ProfileView[]; total: number; more: boolean }> {
+  const where = sql`
+    p.scope = ${scope} and p.provenance = ${_PROVENANCE[query.bucket]}
+    ${query.q ? _search(sql, query.q) : sql``}`;
+  const keyset = query.after === undefined ? sql`` : sql`and p.item_id > ${query.after}`;
+  const rows = await sql<_ProfileRow[]>`
+    select p.item_id, p.properties, p.provenance, p.first_visit, p.last_visit, p.nb_of_visits
+    from profiles p
+    where ${where} ${keyset}
+    order by ${sql.unsafe(PROFILE_SORTS[query.sort]) /* from the closed map above */}
+    limit ${query.limit + 1}
+    offset ${query.after === undefined ? query.offset : 0}`;
+  const total = await _cappedCount(sql, sql`select 1 from profiles p where ${where}`);
+  return {
+    list: rows.slice(0, query.limit).map(profileView),
+    total,
+    more: rows.length > query.limit,
+  };
+}
+
+/**
+ * Counts rows up to the window + 1: the contract caps totalSize at the window, so counting
+ * further is wasted work.
+ */
+async function _cappedCount(
+  sql: Sql,
+  rows: postgres.PendingQuery<postgres.Row[]>,
+): Promise<number> {
+  const [row] = await sql<{ total: number }[]>`
+    select count(*)::int as total from (${rows} limit ${OFFSET_WINDOW + 1}) capped`;
+  return row!.total;
+}
+
+/** Case-insensitive substring search over the id and the main identity fields. */
+function _search(sql: Sql, q: string) {
+  const needle = q.toLowerCase();
+  // strpos, not LIKE: the caller's % and _ are plain characters.
+  return sql`and (
+    strpos(lower(p.item_id), ${needle}) > 0
+    or strpos(lower(p.properties ->> 'email'), ${needle}) > 0
+    or strpos(lower(p.properties ->> 'firstName'), ${needle}) > 0
+    or strpos(lower(p.properties ->> 'lastName'), ${needle}) > 0
+    or strpos(lower(p.properties ->> 'phoneNumber'), ${needle}) > 0
+    or strpos(lower(p.properties ->> 'shopifyCustomerId'), ${needle}) > 0)`;
+}
+
+/** An event as the API shows it. */
+export interface EventView {
+  itemId: string;
+  eventType: string;
+  profileId: string;
+  sessionId: string;
+  timeStamp: string;
+  properties: Record<string, unknown>;
+  flattenedProperties: Record<string, unknown>;
+  target: Record<string, unknown> | null;
+  source: "server" | "pixel";
+  scope: string;
+}
+
+/** Filters of a profile's event list. */
+export interface EventListQuery {
+  eventType?: string;
+  from?: Date;
+  to?: Date;
+  sort: keyof typeof EVENT_SORTS;
+  limit: number;
+  offset: number;
+  after?: string;
+}
+
+/** One page of the scope's events of the given profile ids. */
+export async function listProfileEvents(
+  sql: Sql,
+  scope: string,
+  ids: string[],
+  query: EventListQuery,
+): Promise<{ list: EventView[]; total: number; more: boolean }> {
+  const where = sql`
+    e.scope = ${scope} and e.profile_id = any(${ids}::text[])
+    ${query.eventType ? sql`and e.event_type = ${query.eventType}` : sql``}
+    ${query.from ? sql`and e.time_stamp >= ${query.from}` : sql``}
+    ${query.to ? sql`and e.time_stamp <= ${query.to}` : sql``}`;
+  const keyset = query.after === undefined ? sql`` : sql`and e.id > ${query.after}`;
+  const rows = await sql<{
+    id: string;
+    event_type: string;
+    profile_id: string;
+    session_id: string;
+    time_stamp: Date;
+    properties: Record<string, unknown>;
+    flattened_properties: Record<string, unknown>;
+    target: Record<string, unknown> | null;
+    source: "server" | "pixel";
+  }[]>`
+    select e.id, e.event_type, e.profile_id, e.session_id, e.time_stamp, e.properties,
+           e.flattened_properties, e.target, e.source
+    from events e
+    where ${where} ${keyset}
+    order by ${sql.unsafe(EVENT_SORTS[query.sort])}
+    limit ${query.limit + 1}
+    offset ${query.after === undefined ? query.offset : 0}`;
+  const total = await _cappedCount(sql, sql`select 1 from events e where ${where}`);
+  return {
+    list: rows.slice(0, query.limit).map((r) => ({
+      itemId: r.id,
+      eventType: r.event_type,
+      profileId: r.profile_id,
+      sessionId: r.session_id,
+      timeStamp: r.time_stamp.toISOString(),
+      properties: r.properties,
+      flattenedProperties: r.flattened_properties,
+      target: r.target,
+      source: r.source,
+      scope,
+    })),
+    total,
+    more: rows.length > query.limit,
+  };
+}
+
+/** A session as the API shows it. */
+export interface SessionView {
+  itemId: string;
+  profileId: string;
+  firstEventAt: string;
+  lastEventAt: string;
+  eventCount: number;
+}
+
+/** A profile's sessions, most recent first. */
+export async function listProfileSessions(
+  sql: Sql,
+  scope: string,
+  profileId: string,
+  page: { limit: number; offset: number },
+): Promise<{ list: SessionView[]; total: number }> {
+  const rows = await sql<{
+    item_id: string;
+    profile_id: string;
+    first_event_at: Date;
+    last_event_at: Date;
+    event_count: number;
+  }[]>`
+    select item_id, profile_id, first_event_at, last_event_at, event_count
+    from sessions
+    where scope = ${scope} and profile_id = ${profileId}
+    order by first_event_at desc, item_id
+    limit ${page.limit} offset ${page.offset}`;
+  const total = await _cappedCount(
+    sql,
+    sql`select 1 from sessions where scope = ${scope} and profile_id = ${profileId}`,
+  );
+  return {
+    list: rows.map((r) => ({
+      itemId: r.item_id,
+      profileId: r.profile_id,
+      firstEventAt: r.first_event_at.toISOString(),
+      lastEventAt: r.last_event_at.toISOString(),
+      eventCount: r.event_count,
+    })),
+    total,
+  };
+}

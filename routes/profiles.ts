@@ -1,0 +1,302 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { AppDeps } from "../lib/app_env.ts";
+import { requireScope } from "../lib/auth.ts";
+import { mintCursor, readCursor } from "../lib/cursors.ts";
+import {
+  EVENT_SORTS,
+  findProfile,
+  identityOf,
+  listProfileEvents,
+  listProfiles,
+  listProfileSessions,
+  PROFILE_SORTS,
+  profileIds,
+} from "../lib/engine/profiles.ts";
+import { HttpError } from "../lib/errors.ts";
+import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import {
+  assertWithinWindow,
+  cursorParam,
+  limitParam,
+  offsetParam,
+  pageEnvelope,
+} from "../lib/pagination.ts";
+
+const ProfileSchema = z.object({
+  itemId: z.string(),
+  properties: z.record(z.string(), z.unknown()),
+  provenance: z.enum(["server", "pixel", "merged"]),
+}).openapi("Profile");
+
+const EventSchema = z.object({
+  itemId: z.string(),
+  eventType: z.string(),
+  profileId: z.string(),
+  sessionId: z.string(),
+  timeStamp: z.string(),
+  properties: z.record(z.string(), z.unknown()),
+  flattenedProperties: z.record(z.string(), z.unknown()),
+  target: z.record(z.string(), z.unknown()).nullable(),
+  source: z.enum(["server", "pixel"]),
+  scope: z.string(),
+}).openapi("Event");
+
+const SessionSchema = z.object({
+  itemId: z.string(),
+  profileId: z.string(),
+  firstEventAt: z.string(),
+  lastEventAt: z.string(),
+  eventCount: z.number().int(),
+}).openapi("Session");
+
+const envelope = {
+  totalSize: z.number().int(),
+  offset: z.number().int(),
+  pageSize: z.number().int(),
+  nextCursor: z.string().nullable(),
+  scope: z.string(),
+};
+
+const IdParam = z.object({
+  id: z.string().min(1).max(255).openapi({ param: { name: "id", in: "path" } }),
+});
+
+const ok = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/cdp/profiles",
+  tags: ["Profiles"],
+  summary: "List profiles of one bucket",
+  security: apiKeySecurity,
+  request: {
+    query: z.object({
+      bucket: z.enum(["customers", "anonymous", "merged"]).default("customers").openapi({
+        description: "customers = provenance server, anonymous = pixel, merged = merged",
+      }),
+      q: z.string().trim().min(1).max(200).optional().openapi({
+        description: "Case-insensitive substring of the id, email, names, phone or customer id",
+      }),
+      limit: limitParam(),
+      offset: offsetParam,
+      cursor: cursorParam,
+      sort: z.enum(Object.keys(PROFILE_SORTS) as [keyof typeof PROFILE_SORTS]).default(
+        "itemId.keyword:asc",
+      ).openapi({ description: "Only the default sort mints cursors; others page by offset" }),
+    }),
+  },
+  responses: {
+    200: ok(
+      z.object({
+        bucket: z.string(),
+        list: z.array(ProfileSchema),
+        identities: z.record(z.string(), z.record(z.string(), z.unknown())),
+        ...envelope,
+      }),
+      "A page of profiles and their identity projections",
+    ),
+    ...errorResponses(400, 401, 403, 405),
+  },
+});
+
+const getOne = createRoute({
+  method: "get",
+  path: "/cdp/profiles/{id}",
+  tags: ["Profiles"],
+  summary: "Get a profile (by its id or any id merged into it)",
+  security: apiKeySecurity,
+  request: { params: IdParam },
+  responses: {
+    200: ok(
+      z.object({
+        profile: ProfileSchema,
+        identity: z.record(z.string(), z.unknown()),
+        scope: z.string(),
+      }),
+      "The profile",
+    ),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+const events = createRoute({
+  method: "get",
+  path: "/cdp/profiles/{id}/events",
+  tags: ["Profiles"],
+  summary: "A profile's events (this brand's only)",
+  security: apiKeySecurity,
+  request: {
+    params: IdParam,
+    query: z.object({
+      eventType: z.string().min(1).max(64).optional(),
+      from: z.iso.datetime({ offset: true }).optional().openapi({ description: "Inclusive" }),
+      to: z.iso.datetime({ offset: true }).optional().openapi({ description: "Inclusive" }),
+      limit: limitParam(),
+      offset: offsetParam,
+      cursor: cursorParam,
+      sort: z.enum(Object.keys(EVENT_SORTS) as [keyof typeof EVENT_SORTS]).default(
+        "itemId.keyword:asc",
+      ),
+    }),
+  },
+  responses: {
+    200: ok(z.object({ list: z.array(EventSchema), ...envelope }), "A page of events"),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+const sessions = createRoute({
+  method: "get",
+  path: "/cdp/profiles/{id}/sessions",
+  tags: ["Profiles"],
+  summary: "A profile's sessions, most recent first",
+  security: apiKeySecurity,
+  request: { params: IdParam, query: z.object({ limit: limitParam(), offset: offsetParam }) },
+  responses: {
+    200: ok(z.object({ list: z.array(SessionSchema), ...envelope }), "A page of sessions"),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+interface _Position {
+  after: string;
+  offset: number;
+}
+
+/** Profiles, their events and sessions. */
+export function profileRoutes(deps: AppDeps) {
+  const cursorDeps = { kv: deps.kv, now: deps.now, ttlMs: deps.config.cursorTtlSeconds * 1000 };
+  const notFound = () => new HttpError(404, "not_found", "Profile not found");
+
+  return newRouter()
+    .openapi(list, async (c) => {
+      const scope = requireScope(c);
+      const query = c.req.valid("query");
+      const binding = {
+        brandId: c.get("auth").brandId,
+        route: "/cdp/profiles",
+        resource: JSON.stringify([query.bucket, query.q ?? null]),
+      };
+      const position = await _position(cursorDeps, query, binding);
+      const page = await listProfiles(deps.sql, scope, {
+        ...query,
+        offset: position?.offset ?? query.offset,
+        after: position?.after,
+      });
+      const offset = position?.offset ?? query.offset;
+      const last = page.list.at(-1);
+      const nextCursor = page.more && last && query.sort === "itemId.keyword:asc"
+        ? await mintCursor(cursorDeps, binding, {
+          after: last.itemId,
+          offset: offset + page.list.length,
+        })
+        : null;
+      const identities = Object.fromEntries(
+        page.list.map((p) => [p.itemId, identityOf(p.properties)]),
+      );
+      return c.json({
+        bucket: query.bucket,
+        ...pageEnvelope({
+          list: page.list,
+          totalSize: page.total,
+          offset,
+          limit: query.limit,
+          nextCursor,
+        }),
+        identities,
+        scope,
+      }, 200);
+    })
+    .openapi(getOne, async (c) => {
+      const scope = requireScope(c);
+      const profile = await findProfile(deps.sql, scope, c.req.valid("param").id);
+      if (!profile) throw notFound();
+      return c.json({ profile, identity: identityOf(profile.properties), scope }, 200);
+    })
+    .openapi(events, async (c) => {
+      const scope = requireScope(c);
+      const profile = await findProfile(deps.sql, scope, c.req.valid("param").id);
+      if (!profile) throw notFound();
+      const query = c.req.valid("query");
+      const binding = {
+        brandId: c.get("auth").brandId,
+        route: "/cdp/profiles/:id/events",
+        resource: JSON.stringify([
+          profile.itemId,
+          query.eventType ?? null,
+          query.from ?? null,
+          query.to ?? null,
+        ]),
+      };
+      const position = await _position(cursorDeps, query, binding);
+      const offset = position?.offset ?? query.offset;
+      const page = await listProfileEvents(
+        deps.sql,
+        scope,
+        await profileIds(deps.sql, scope, profile.itemId),
+        {
+          ...query,
+          from: query.from ? new Date(query.from) : undefined,
+          to: query.to ? new Date(query.to) : undefined,
+          offset,
+          after: position?.after,
+        },
+      );
+      const last = page.list.at(-1);
+      const nextCursor = page.more && last && query.sort === "itemId.keyword:asc"
+        ? await mintCursor(cursorDeps, binding, {
+          after: last.itemId,
+          offset: offset + page.list.length,
+        })
+        : null;
+      return c.json({
+        ...pageEnvelope({
+          list: page.list,
+          totalSize: page.total,
+          offset,
+          limit: query.limit,
+          nextCursor,
+        }),
+        scope,
+      }, 200);
+    })
+    .openapi(sessions, async (c) => {
+      const scope = requireScope(c);
+      const profile = await findProfile(deps.sql, scope, c.req.valid("param").id);
+      if (!profile) throw notFound();
+      const page = c.req.valid("query");
+      assertWithinWindow(page);
+      const result = await listProfileSessions(deps.sql, scope, profile.itemId, page);
+      return c.json({
+        ...pageEnvelope({
+          list: result.list,
+          totalSize: result.total,
+          offset: page.offset,
+          limit: page.limit,
+        }),
+        scope,
+      }, 200);
+    });
+}
+
+/**
+ * The keyset position of a cursor request (offset is then ignored), or null for an offset page,
+ * which must stay within the window. Cursors only exist for the default sort.
+ */
+async function _position(
+  deps: { kv: Deno.Kv; now: () => Date },
+  query: { cursor?: string; sort: string; limit: number; offset: number },
+  binding: { brandId: string; route: string; resource: string },
+): Promise<_Position | null> {
+  if (query.cursor === undefined) {
+    assertWithinWindow(query);
+    return null;
+  }
+  if (query.sort !== "itemId.keyword:asc") {
+    throw new HttpError(400, "bad_request", "cursors page the default sort only; use offset");
+  }
+  return await readCursor<_Position>(deps, query.cursor, binding);
+}
