@@ -7,6 +7,8 @@ import { ingestRoutes } from "../routes/ingest.ts";
 import { keyRoutes } from "../routes/keys.ts";
 import { metaRoutes } from "../routes/meta.ts";
 import { profileRoutes } from "../routes/profiles.ts";
+import { queryRoutes } from "../routes/query.ts";
+import { segmentRoutes } from "../routes/segments.ts";
 import type { AppDeps, AppEnv } from "./app_env.ts";
 import { apiKeyAuth, sessionTokenAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
@@ -80,6 +82,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", ingestRoutes(deps));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));
+  app.route("/", segmentRoutes(deps));
+  app.route("/", queryRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

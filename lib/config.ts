@@ -15,6 +15,7 @@ const envSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(1200),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
   CURSOR_TTL_SECONDS: z.coerce.number().int().min(60).default(3600),
+  QUERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   QUERY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   KEY_ROTATION_GRACE_SECONDS: z.coerce.number().int().min(0).max(30 * 86400).default(86400),
   PIXEL_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
@@ -44,6 +45,8 @@ export interface Config {
   syncRateLimitPerMinute: number;
   pixelRateLimitPerMinute: number;
   queryRateLimitPerMinute: number;
+  /** statement_timeout of one query-API or export statement. */
+  queryTimeoutMs: number;
   keyRotationGraceSeconds: number;
   /** Take the client address from X-Forwarded-For (only behind a proxy that sets it). */
   trustProxy: boolean;
@@ -81,6 +84,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     syncRateLimitPerMinute: e.SYNC_RATE_LIMIT_PER_MINUTE,
     pixelRateLimitPerMinute: e.PIXEL_RATE_LIMIT_PER_MINUTE,
     queryRateLimitPerMinute: e.QUERY_RATE_LIMIT_PER_MINUTE,
+    queryTimeoutMs: e.QUERY_TIMEOUT_MS,
     keyRotationGraceSeconds: e.KEY_ROTATION_GRACE_SECONDS,
     trustProxy: e.TRUST_PROXY === "true",
     syncBudgetMs: e.SYNC_BUDGET_MS,

@@ -68,7 +68,31 @@ export function toHttpError(err: unknown): HttpError {
       cause: err,
     });
   }
+  if (_isUnavailable(err)) {
+    return new HttpError(503, "service_unavailable", "The database is unavailable; retry", {
+      cause: err,
+      headers: { "Retry-After": "1" },
+    });
+  }
   return new HttpError(500, "internal_error", "Internal server error", { cause: err });
+}
+
+// postgres.js connection failures, and a statement cancelled by statement_timeout (57014).
+const _UNAVAILABLE = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ECONNREFUSED",
+  "ENOENT",
+  "57014",
+  "57P01",
+  "57P03",
+]);
+
+function _isUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === "string" && _UNAVAILABLE.has(code);
 }
 
 /** The root `onError`: the only place that writes an error body. Logs 5xx with the request id. */

@@ -1,0 +1,300 @@
+import type postgres from "postgres";
+import type { Sql } from "../db.ts";
+import { HttpError } from "../errors.ts";
+import { compileCondition, type Condition, type ItemType, resolveDateExpr } from "./conditions.ts";
+
+type _Fragment = postgres.PendingQuery<postgres.Row[]>;
+
+/** Statistics of POST /cdp/query/{itemType}/{property}/metrics. */
+export const METRICS = ["sum", "avg", "min", "max"] as const;
+export type Metric = (typeof METRICS)[number];
+
+/** How a property of an item type is read in SQL: a JSON path or a native column. */
+type _Property =
+  | { kind: "json"; column: "properties" | "flattened_properties"; path: string[] }
+  | { kind: "timestamp"; column: string }
+  | { kind: "text"; column: string };
+
+const _SEGMENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const _FORBIDDEN = new Set(["scope", "shopDomain"]);
+
+/**
+ * Resolves a caller's property name against the allowlist of spec 4.10: profile `properties.*`;
+ * event `properties.*`, `flattenedProperties.*`, `timeStamp`, `eventType`. Scope references and
+ * everything else are 400. The path is returned as data, never as SQL text.
+ */
+export function resolveProperty(itemType: ItemType, name: string): _Property {
+  const invalid = (why: string) => new HttpError(400, "bad_request", `property ${name}: ${why}`);
+  if (itemType === "event" && name === "timeStamp") {
+    return { kind: "timestamp", column: "e.time_stamp" };
+  }
+  if (itemType === "event" && name === "eventType") return { kind: "text", column: "e.event_type" };
+  const [root, ...path] = name.split(".");
+  const column = root === "properties"
+    ? "properties"
+    : root === "flattenedProperties" && itemType === "event"
+    ? "flattened_properties"
+    : null;
+  if (!column) throw invalid("not an addressable property of this item type");
+  if (path.length === 0 || path.length > 5 || !path.every((s) => _SEGMENT.test(s))) {
+    throw invalid("malformed path");
+  }
+  if (path.some((s) => _FORBIDDEN.has(s))) throw invalid("the scope is not queryable");
+  if (itemType === "profile" && path.length === 1) {
+    const visit = { firstVisit: "p.first_visit", lastVisit: "p.last_visit" }[path[0]!];
+    if (visit) return { kind: "timestamp", column: visit };
+  }
+  return { kind: "json", column, path };
+}
+
+/** The table, alias and scope column of an item type, with the condition compiled. */
+function _from(
+  sql: Sql,
+  itemType: ItemType,
+  scope: string,
+  condition: Condition | null,
+  now: Date,
+) {
+  const table = itemType === "profile" ? sql`profiles p` : sql`events e`;
+  const alias = itemType === "profile" ? sql`p` : sql`e`;
+  const where = condition
+    ? sql`${alias}.scope = ${scope} and ${compileCondition(sql, condition, { itemType, now })}`
+    : sql`${alias}.scope = ${scope}`;
+  return { table, alias, where };
+}
+
+function _value(sql: Sql, alias: _Fragment, property: _Property): _Fragment {
+  if (property.kind !== "json") return sql.unsafe(property.column) as never; // from the closed map above
+  return sql`(${alias}.${sql(property.column)} #> ${property.path}::text[])`;
+}
+
+/** The numeric value of a property, null when absent or not a number. */
+function _number(sql: Sql, alias: _Fragment, property: _Property): _Fragment {
+  if (property.kind === "timestamp") {
+    return sql`(extract(epoch from ${_value(sql, alias, property)}) * 1000)`;
+  }
+  if (property.kind === "text") {
+    throw new HttpError(400, "bad_request", "metrics need a numeric property");
+  }
+  const value = _value(sql, alias, property);
+  return sql`(case when jsonb_typeof(${value}) = 'number' then (${value})::text::numeric end)`;
+}
+
+/** The timestamp value of a property, null when absent or not an ISO date-time. */
+function _timestamp(sql: Sql, alias: _Fragment, property: _Property): _Fragment {
+  if (property.kind === "timestamp") return _value(sql, alias, property);
+  if (property.kind === "text") {
+    throw new HttpError(400, "bad_request", "a date aggregate needs a date property");
+  }
+  return sql`cdp_try_timestamptz(${_value(sql, alias, property)} #>> '{}')`;
+}
+
+/** Runs `fn` in a read-only transaction bounded by `timeoutMs` (statement_timeout). */
+export async function withQueryBudget<T>(
+  sql: Sql,
+  timeoutMs: number,
+  fn: (tx: Sql) => Promise<T>,
+): Promise<T> {
+  return await sql.begin("read only", async (tx) => {
+    await tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`;
+    return await fn(tx as unknown as Sql);
+  }) as T;
+}
+
+/** POST /cdp/query/{itemType}/count. */
+export async function countItems(
+  sql: Sql,
+  input: { itemType: ItemType; scope: string; condition: Condition | null; now: Date },
+): Promise<number> {
+  const { table, where } = _from(sql, input.itemType, input.scope, input.condition, input.now);
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from ${table} where ${where}`;
+  return row!.n;
+}
+
+/** POST /cdp/query/{itemType}/{property}/metrics: `_sum`, `_avg`, `_min`, `_max` as asked. */
+export async function metrics(
+  sql: Sql,
+  input: {
+    itemType: ItemType;
+    scope: string;
+    property: string;
+    metrics: Metric[];
+    condition: Condition | null;
+    now: Date;
+  },
+): Promise<Record<string, number | null>> {
+  const property = resolveProperty(input.itemType, input.property);
+  const { table, alias, where } = _from(
+    sql,
+    input.itemType,
+    input.scope,
+    input.condition,
+    input.now,
+  );
+  const value = _number(sql, alias, property);
+  const [row] = await sql<
+    { sum: string | null; avg: string | null; min: string | null; max: string | null }[]
+  >`
+    select sum(${value})::text as sum, avg(${value})::text as avg,
+           min(${value})::text as min, max(${value})::text as max
+    from ${table} where ${where}`;
+  const out: Record<string, number | null> = {};
+  for (const metric of input.metrics) {
+    const raw = row![metric];
+    // Elasticsearch answers 0 for the sum of nothing and null for the other statistics.
+    out[`_${metric}`] = raw === null ? (metric === "sum" ? 0 : null) : Number(raw);
+  }
+  return out;
+}
+
+/** The aggregate parameter of POST /cdp/query/{itemType}/{property}/aggregate. */
+export interface Aggregate {
+  type: "date" | "dateRange" | "numericRange";
+  interval?: string;
+  format?: string;
+  ranges?: { key?: string; from?: number | string; to?: number | string }[];
+}
+
+const _INTERVALS: Record<string, string> = {
+  "1m": "minute",
+  minute: "minute",
+  "1h": "hour",
+  hour: "hour",
+  "1d": "day",
+  day: "day",
+  "1w": "week",
+  week: "week",
+  "1M": "month",
+  month: "month",
+  "1q": "quarter",
+  quarter: "quarter",
+  "1y": "year",
+  year: "year",
+};
+
+/**
+ * POST /cdp/query/{itemType}/{property}/aggregate: a count per bucket plus `_all` (every item
+ * of the scope), `_filtered` (those matching the condition) and `_missing` (matching items
+ * without a usable value for the property).
+ */
+export async function aggregate(
+  sql: Sql,
+  input: {
+    itemType: ItemType;
+    scope: string;
+    property: string;
+    aggregate: Aggregate;
+    condition: Condition | null;
+    now: Date;
+  },
+): Promise<Record<string, number>> {
+  const property = resolveProperty(input.itemType, input.property);
+  const { table, alias, where } = _from(
+    sql,
+    input.itemType,
+    input.scope,
+    input.condition,
+    input.now,
+  );
+  const all = _from(sql, input.itemType, input.scope, null, input.now);
+  const spec = input.aggregate;
+  const value = spec.type === "numericRange"
+    ? _number(sql, alias, property)
+    : _timestamp(sql, alias, property);
+  const [totals] = await sql<{ all: number; filtered: number; missing: number }[]>`
+    select (select count(*)::int from ${all.table} where ${all.where}) as all,
+           count(*)::int as filtered,
+           (count(*) filter (where ${value} is null))::int as missing
+    from ${table} where ${where}`;
+  const results: Record<string, number> = {};
+  if (spec.type === "date") {
+    const unit = _INTERVALS[spec.interval ?? ""];
+    if (!unit) {
+      throw new HttpError(
+        400,
+        "bad_request",
+        `interval must be one of ${Object.keys(_INTERVALS).join(", ")}`,
+      );
+    }
+    const rows = await sql<{ bucket: Date; n: number }[]>`
+      select date_trunc(${unit}, ${value}, 'UTC') as bucket, count(*)::int as n
+      from ${table} where ${where} and ${value} is not null
+      group by 1 order by 1`;
+    for (const row of rows) results[formatDate(row.bucket, spec.format)] = row.n;
+  } else {
+    const ranges = spec.ranges ?? [];
+    const bounds = ranges.map((range) => ({
+      key: range.key,
+      from: _bound(range.from, spec.type, input.now),
+      to: _bound(range.to, spec.type, input.now),
+    }));
+    const counts = bounds.map((b) =>
+      sql`(count(*) filter (where ${value} is not null
+        ${b.from === null ? sql`` : sql`and ${value} >= ${b.from}`}
+        ${b.to === null ? sql`` : sql`and ${value} < ${b.to}`}))::int`
+    );
+    const [row] = await sql<Record<string, number>[]>`
+      select ${
+      counts.reduce((acc, c, i) => sql`${acc}${i ? sql`, ` : sql``}${c} as ${sql(`r${i}`)}`, sql``)
+    }
+      from ${table} where ${where}`;
+    bounds.forEach((b, i) => {
+      results[b.key ?? _rangeKey(b.from, b.to, spec.type)] = row![`r${i}`] ?? 0;
+    });
+  }
+  return { ...results, _all: totals!.all, _filtered: totals!.filtered, _missing: totals!.missing };
+}
+
+function _bound(
+  value: number | string | undefined,
+  type: Aggregate["type"],
+  now: Date,
+): number | Date | null {
+  if (value === undefined) return null;
+  if (type === "numericRange") {
+    if (typeof value !== "number") {
+      throw new HttpError(400, "bad_request", "numericRange bounds are numbers");
+    }
+    return value;
+  }
+  const date = typeof value === "string" ? (resolveDateExpr(value, now) ?? _iso(value)) : null;
+  if (!date) throw new HttpError(400, "bad_request", `not a date or date math: ${String(value)}`);
+  return date;
+}
+
+function _iso(value: string): Date | null {
+  const time = Date.parse(value);
+  return /^\d{4}-\d{2}-\d{2}/.test(value) && !Number.isNaN(time) ? new Date(time) : null;
+}
+
+function _rangeKey(
+  from: number | Date | null,
+  to: number | Date | null,
+  type: Aggregate["type"],
+): string {
+  const show = (v: number | Date | null) =>
+    v === null ? "*" : type === "numericRange" ? String(v) : (v as Date).toISOString();
+  return `${show(from)}-${show(to)}`;
+}
+
+/**
+ * Formats a bucket date with a Java-style pattern (yyyy, yy, MM, dd, HH, mm, ss and quoted
+ * literals), in UTC; ISO 8601 when no format is given.
+ */
+export function formatDate(date: Date, format?: string): string {
+  if (!format) return date.toISOString();
+  const pad = (n: number, width = 2) => String(n).padStart(width, "0");
+  const tokens: Record<string, string> = {
+    yyyy: String(date.getUTCFullYear()),
+    yy: pad(date.getUTCFullYear() % 100),
+    MM: pad(date.getUTCMonth() + 1),
+    dd: pad(date.getUTCDate()),
+    HH: pad(date.getUTCHours()),
+    mm: pad(date.getUTCMinutes()),
+    ss: pad(date.getUTCSeconds()),
+  };
+  return format.replace(
+    /'([^']*)'|yyyy|yy|MM|dd|HH|mm|ss/g,
+    (match, literal) => literal ?? tokens[match]!,
+  );
+}

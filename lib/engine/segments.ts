@@ -1,0 +1,249 @@
+import type { Sql } from "../db.ts";
+import { HttpError } from "../errors.ts";
+import {
+  compileCondition,
+  type Condition,
+  injectScopePredicate,
+  parseCondition,
+  stripScopePredicates,
+} from "./conditions.ts";
+import { IDENTITY_FIELDS, type ProfileView, profileView } from "./profiles.ts";
+
+/** A segment as the API shows it (spec 2.4). */
+export interface SegmentView {
+  id: string;
+  name: string;
+  description?: string;
+  scope: string;
+  condition: Condition;
+}
+
+interface _SegmentRow {
+  id: string;
+  name: string;
+  description: string | null;
+  condition: Condition;
+}
+
+/** The scope-namespaced id of a segment: `seg__<shop_domain>__<slug>`. */
+export function segmentId(scope: string, keyOrName: string): string {
+  const slug = keyOrName.normalize("NFKD").toLowerCase().replace(/[^a-z0-9]+/g, "_")
+    .replace(/^_+|_+$/g, "").slice(0, 64);
+  if (!slug) throw new HttpError(400, "bad_request", "key or name must contain letters or digits");
+  return `seg__${scope}__${slug}`;
+}
+
+/**
+ * Prepares a caller's condition for storage (spec 4.8): strip every scope predicate (a foreign
+ * one too), validate what remains against the public vocabulary, then AND-inject the brand's.
+ */
+export function scopedCondition(raw: unknown, scope: string, path = "$.condition"): Condition {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new HttpError(400, "bad_request", "condition must be an object");
+  }
+  const stripped = stripScopePredicates(raw);
+  if (stripped === null) {
+    throw new HttpError(
+      400,
+      "bad_request",
+      "condition is empty once the scope predicate is removed",
+    );
+  }
+  return injectScopePredicate(parseCondition(stripped, { itemType: "profile", root: path }), scope);
+}
+
+/** Stores a new segment; 409 when its id exists. */
+export async function createSegment(
+  sql: Sql,
+  input: {
+    scope: string;
+    id: string;
+    name: string;
+    description?: string;
+    condition: Condition;
+    now: Date;
+  },
+): Promise<SegmentView> {
+  const inserted = await sql`
+    insert into segments (scope, id, name, description, condition, created_at, updated_at)
+    values (${input.scope}, ${input.id}, ${input.name}, ${input.description ?? null},
+            ${sql.json(input.condition as never)}::json, ${input.now}, ${input.now})
+    on conflict (scope, id) do nothing
+    returning id`;
+  if (inserted.count === 0) {
+    throw new HttpError(409, "conflict", `segment ${input.id} exists; update it with PUT`);
+  }
+  return _view(input.scope, { ...input, description: input.description ?? null });
+}
+
+/** A segment of the scope, or null (another brand's is null too). */
+export async function getSegment(sql: Sql, scope: string, id: string): Promise<SegmentView | null> {
+  const [row] = await sql<_SegmentRow[]>`
+    select id, name, description, condition from segments where scope = ${scope} and id = ${id}`;
+  return row ? _view(scope, row) : null;
+}
+
+/** Updates a segment's condition (and name/description when given); null when absent. */
+export async function updateSegment(
+  sql: Sql,
+  input: {
+    scope: string;
+    id: string;
+    name?: string;
+    description?: string;
+    condition: Condition;
+    now: Date;
+  },
+): Promise<SegmentView | null> {
+  const [row] = await sql<_SegmentRow[]>`
+    update segments
+    set condition = ${sql.json(input.condition as never)}::json,
+        name = coalesce(${input.name ?? null}, name),
+        description = coalesce(${input.description ?? null}, description),
+        updated_at = ${input.now}
+    where scope = ${input.scope} and id = ${input.id}
+    returning id, name, description, condition`;
+  return row ? _view(input.scope, row) : null;
+}
+
+/** A page of the scope's segments by id. */
+export async function listSegments(
+  sql: Sql,
+  scope: string,
+  page: { limit: number; offset: number },
+): Promise<{ list: SegmentView[]; total: number }> {
+  const rows = await sql<_SegmentRow[]>`
+    select id, name, description, condition from segments where scope = ${scope}
+    order by id limit ${page.limit} offset ${page.offset}`;
+  const [count] = await sql<{ n: number }[]>`
+    select count(*)::int as n from segments where scope = ${scope}`;
+  return { list: rows.map((row) => _view(scope, row)), total: count!.n };
+}
+
+/** Members of a segment in id order after `after` (keyset), at most `limit`, plus whether more remain. */
+export async function segmentMembers(
+  sql: Sql,
+  segment: SegmentView,
+  page: { limit: number; offset?: number; after?: string; now: Date },
+): Promise<{ list: ProfileView[]; more: boolean }> {
+  const rows = await sql`
+    select p.item_id, p.properties, p.provenance, p.first_visit, p.last_visit, p.nb_of_visits
+    from profiles p
+    where p.scope = ${segment.scope}
+      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+    order by p.item_id
+    limit ${page.limit + 1} offset ${page.offset ?? 0}`;
+  return {
+    list: rows.slice(0, page.limit).map((row) => profileView(row as never)),
+    more: rows.length > page.limit,
+  };
+}
+
+/** How many profiles a segment holds, counted up to `cap`. */
+export async function countMembers(
+  sql: Sql,
+  segment: SegmentView,
+  now: Date,
+  cap: number,
+): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from (
+      select 1 from profiles p
+      where p.scope = ${segment.scope}
+        and ${compileCondition(sql, segment.condition, { itemType: "profile", now })}
+      limit ${cap}) capped`;
+  return row!.n;
+}
+
+function _view(scope: string, row: _SegmentRow): SegmentView {
+  return {
+    id: row.id,
+    name: row.name,
+    ...(row.description === null ? {} : { description: row.description }),
+    scope,
+    condition: row.condition,
+  };
+}
+
+/**
+ * Where one export page ends: the id of its last member (null for an empty page) and whether
+ * members remain after it. Known before streaming, so X-Next-Cursor can lead the body.
+ */
+export async function exportPageEnd(
+  sql: Sql,
+  segment: SegmentView,
+  page: { after?: string; limit: number; now: Date },
+): Promise<{ lastId: string | null; more: boolean }> {
+  const rows = await sql<{ item_id: string }[]>`
+    select p.item_id from profiles p
+    where p.scope = ${segment.scope}
+      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+    order by p.item_id
+    offset ${page.limit - 1} limit 2`;
+  if (rows.length > 0) return { lastId: rows[0]!.item_id, more: rows.length > 1 };
+  // Fewer members than a page: the last one is the page's end.
+  const [last] = await sql<{ item_id: string }[]>`
+    select p.item_id from profiles p
+    where p.scope = ${segment.scope}
+      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+    order by p.item_id desc limit 1`;
+  return { lastId: last?.item_id ?? null, more: false };
+}
+
+/** Streams the NDJSON lines of members in (after, lastId], fetched 1,000 rows at a time. */
+export function exportLines(
+  sql: Sql,
+  segment: SegmentView,
+  page: { after?: string; lastId: string; now: Date },
+): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const rows = sql<{
+    item_id: string;
+    provenance: string;
+    properties: Record<string, unknown>;
+    first_visit: Date | null;
+    last_visit: Date | null;
+  }[]>`
+    select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
+    where p.scope = ${segment.scope}
+      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+      and p.item_id <= ${page.lastId}
+    order by p.item_id`.cursor(1000);
+  const iterator = rows[Symbol.asyncIterator]();
+  return new ReadableStream({
+    async pull(controller) {
+      const { value, done } = await iterator.next();
+      if (done) return controller.close();
+      controller.enqueue(
+        encoder.encode(value.map((row) => JSON.stringify(exportLine(row)) + "\n").join("")),
+      );
+    },
+    async cancel() {
+      await iterator.return?.();
+    },
+  });
+}
+
+/** One export line: id, provenance, the identity fields present, and the visit dates. */
+export function exportLine(row: {
+  item_id: string;
+  provenance: string;
+  properties: Record<string, unknown>;
+  first_visit: Date | null;
+  last_visit: Date | null;
+}): Record<string, unknown> {
+  const line: Record<string, unknown> = { id: row.item_id, provenance: row.provenance };
+  for (const field of IDENTITY_FIELDS) {
+    const value = row.properties[field];
+    if (value !== undefined && value !== null) line[field] = value;
+  }
+  const properties: Record<string, string> = {};
+  if (row.first_visit) properties.firstVisit = row.first_visit.toISOString();
+  if (row.last_visit) properties.lastVisit = row.last_visit.toISOString();
+  line.properties = properties;
+  return line;
+}

@@ -1,0 +1,232 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { AppDeps } from "../lib/app_env.ts";
+import { requireScope } from "../lib/auth.ts";
+import {
+  type Condition,
+  injectScopePredicate,
+  type ItemType,
+  parseCondition,
+} from "../lib/engine/conditions.ts";
+import { aggregate, countItems, METRICS, metrics, withQueryBudget } from "../lib/engine/queries.ts";
+import { HttpError } from "../lib/errors.ts";
+import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+
+const ItemTypeParam = z.string().openapi({
+  param: { name: "itemType", in: "path" },
+  description: "profile or event (anything else is 404)",
+});
+const PropertyParam = z.string().min(1).max(200).openapi({
+  param: { name: "property", in: "path" },
+  example: "properties.age",
+});
+const conditionField = z.unknown().optional().openapi({
+  type: "object",
+  description: "A condition (README: the condition language); omit to cover the whole scope",
+});
+const ok = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const body = <T extends z.ZodType>(schema: T) => ({
+  required: false,
+  content: { "application/json": { schema } },
+});
+const errors = errorResponses(400, 401, 403, 404, 405, 429, 502, 503);
+
+const count = createRoute({
+  method: "post",
+  path: "/cdp/query/{itemType}/count",
+  tags: ["Query"],
+  summary: "Count profiles or events matching a condition",
+  security: apiKeySecurity,
+  request: {
+    params: z.object({ itemType: ItemTypeParam }),
+    body: body(z.object({ condition: conditionField }).strict()),
+  },
+  responses: {
+    200: ok(
+      z.object({ itemType: z.string(), count: z.number().int(), scope: z.string() }),
+      "The count",
+    ),
+    ...errors,
+  },
+});
+
+const metricsRoute = createRoute({
+  method: "post",
+  path: "/cdp/query/{itemType}/{property}/metrics",
+  tags: ["Query"],
+  summary: "sum, avg, min, max of a numeric property",
+  security: apiKeySecurity,
+  request: {
+    params: z.object({ itemType: ItemTypeParam, property: PropertyParam }),
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z.object({ metrics: z.array(z.enum(METRICS)).min(1), condition: conditionField })
+            .strict(),
+        },
+      },
+    },
+  },
+  responses: {
+    200: ok(
+      z.object({
+        itemType: z.string(),
+        property: z.string(),
+        metrics: z.record(z.string(), z.number().nullable()),
+        scope: z.string(),
+      }),
+      "The statistics, keyed _sum, _avg, _min, _max",
+    ),
+    ...errors,
+  },
+});
+
+const RangeSchema = z.object({
+  key: z.string().min(1).max(100).optional(),
+  from: z.union([z.number(), z.string().max(100)]).optional(),
+  to: z.union([z.number(), z.string().max(100)]).optional(),
+}).strict();
+
+const aggregateRoute = createRoute({
+  method: "post",
+  path: "/cdp/query/{itemType}/{property}/aggregate",
+  tags: ["Query"],
+  summary: "Histogram of a property: date, dateRange or numericRange",
+  security: apiKeySecurity,
+  request: {
+    params: z.object({ itemType: ItemTypeParam, property: PropertyParam }),
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z.object({
+            aggregate: z.object({
+              type: z.enum(["date", "dateRange", "numericRange"]),
+              interval: z.string().max(20).optional(),
+              format: z.string().max(50).optional(),
+              ranges: z.array(RangeSchema).min(1).max(20).optional(),
+            }).strict().superRefine((a, ctx) => {
+              if (a.type === "date" && !a.interval) {
+                ctx.addIssue({
+                  code: "custom",
+                  path: ["interval"],
+                  message: "required for type date",
+                });
+              }
+              if (a.type !== "date" && !a.ranges) {
+                ctx.addIssue({
+                  code: "custom",
+                  path: ["ranges"],
+                  message: `required for type ${a.type}`,
+                });
+              }
+              if (a.type === "numericRange" && a.format !== undefined) {
+                ctx.addIssue({ code: "custom", path: ["format"], message: "not for numericRange" });
+              }
+            }),
+            condition: conditionField,
+          }).strict(),
+        },
+      },
+    },
+  },
+  responses: {
+    200: ok(
+      z.object({
+        itemType: z.string(),
+        property: z.string(),
+        results: z.record(z.string(), z.number().int()),
+        scope: z.string(),
+      }),
+      "Counts per bucket, plus _all, _filtered and _missing",
+    ),
+    ...errors,
+  },
+});
+
+/** The query API (spec 4.10), throttled by createApp and bounded by QUERY_TIMEOUT_MS. */
+export function queryRoutes(deps: AppDeps) {
+  const run = <T>(fn: (sql: AppDeps["sql"]) => Promise<T>) =>
+    _evaluated(() => withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn));
+
+  return newRouter()
+    .openapi(count, async (c) => {
+      const scope = requireScope(c);
+      const itemType = _itemType(c.req.valid("param").itemType);
+      const condition = _condition(c.req.valid("json")?.condition, itemType, scope);
+      const n = await run((sql) =>
+        countItems(sql, { itemType, scope, condition, now: deps.now() })
+      );
+      return c.json({ itemType, count: n, scope }, 200);
+    })
+    .openapi(metricsRoute, async (c) => {
+      const scope = requireScope(c);
+      const { itemType: rawType, property } = c.req.valid("param");
+      const itemType = _itemType(rawType);
+      const input = c.req.valid("json");
+      const condition = _condition(input.condition, itemType, scope);
+      const result = await run((sql) =>
+        metrics(sql, {
+          itemType,
+          scope,
+          property,
+          metrics: input.metrics,
+          condition,
+          now: deps.now(),
+        })
+      );
+      return c.json({ itemType, property, metrics: result, scope }, 200);
+    })
+    .openapi(aggregateRoute, async (c) => {
+      const scope = requireScope(c);
+      const { itemType: rawType, property } = c.req.valid("param");
+      const itemType = _itemType(rawType);
+      const input = c.req.valid("json");
+      const condition = _condition(input.condition, itemType, scope);
+      const results = await run((sql) =>
+        aggregate(sql, {
+          itemType,
+          scope,
+          property,
+          aggregate: input.aggregate,
+          condition,
+          now: deps.now(),
+        })
+      );
+      return c.json({ itemType, property, results, scope }, 200);
+    });
+}
+
+function _itemType(value: string): ItemType {
+  if (value === "profile" || value === "event") return value;
+  throw new HttpError(404, "not_found", `unknown itemType ${value}; use profile or event`);
+}
+
+/**
+ * Validates a caller's condition (scope references refused) and, for profiles, AND-injects the
+ * same scope predicate segments carry, so a count and a segment's membership always agree.
+ */
+function _condition(raw: unknown, itemType: ItemType, scope: string): Condition | null {
+  const condition = raw === undefined
+    ? null
+    : parseCondition(raw, { itemType, root: "$.condition" });
+  return itemType === "profile" ? injectScopePredicate(condition, scope) : condition;
+}
+
+/** A query Postgres refuses to evaluate (a data exception such as a bad regex) is a 502. */
+async function _evaluated<T>(query: () => Promise<T>): Promise<T> {
+  try {
+    return await query();
+  } catch (err) {
+    const code = (err as { code?: unknown })?.code;
+    if (!(err instanceof HttpError) && typeof code === "string" && code.startsWith("22")) {
+      throw new HttpError(502, "upstream_error", "the query could not be evaluated", {
+        cause: err,
+      });
+    }
+    throw err;
+  }
+}

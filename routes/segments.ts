@@ -1,0 +1,325 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { AppDeps } from "../lib/app_env.ts";
+import { requireScope } from "../lib/auth.ts";
+import { mintCursor, readCursor } from "../lib/cursors.ts";
+import { identityOf } from "../lib/engine/profiles.ts";
+import {
+  countMembers,
+  createSegment,
+  exportLines,
+  exportPageEnd,
+  getSegment,
+  listSegments,
+  scopedCondition,
+  segmentId,
+  segmentMembers,
+  updateSegment,
+} from "../lib/engine/segments.ts";
+import { HttpError } from "../lib/errors.ts";
+import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import {
+  assertWithinWindow,
+  cursorParam,
+  limitParam,
+  OFFSET_WINDOW,
+  offsetParam,
+  pageEnvelope,
+} from "../lib/pagination.ts";
+
+const ConditionSchema = z.object({
+  type: z.string(),
+  parameterValues: z.record(z.string(), z.unknown()),
+}).passthrough().openapi("Condition", {
+  description: "An Apache Unomi condition tree (README: the condition language)",
+});
+
+const SegmentSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string().optional(),
+  scope: z.string(),
+  condition: ConditionSchema,
+}).openapi("Segment");
+
+const Ref = z.object({ id: z.string(), name: z.string(), scope: z.string() });
+const IdParam = z.object({
+  id: z.string().min(1).max(400).openapi({ param: { name: "id", in: "path" } }),
+});
+const ok = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+// Conditions are validated by the condition compiler (JSON paths, invalid_condition), so the
+// body schema only takes it as a value.
+const conditionField = z.unknown().openapi({ type: "object", description: "A condition tree" });
+
+const define = createRoute({
+  method: "post",
+  path: "/cdp/segments",
+  tags: ["Segments"],
+  summary: "Define a segment (the brand's scope predicate is AND-injected)",
+  security: apiKeySecurity,
+  request: {
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z.object({
+            name: z.string().trim().min(1).max(200),
+            condition: conditionField,
+            key: z.string().min(1).max(64).optional(),
+            description: z.string().max(2000).optional(),
+          }).strict(),
+        },
+      },
+    },
+  },
+  responses: {
+    200: ok(Ref, "Defined"),
+    ...errorResponses(400, 401, 403, 405, 502),
+    409: ok(z.object({ error: z.string(), error_description: z.string() }), "Id taken"),
+  },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/cdp/segments",
+  tags: ["Segments"],
+  summary: "The brand's segments",
+  security: apiKeySecurity,
+  request: { query: z.object({ limit: limitParam(), offset: offsetParam }) },
+  responses: {
+    200: ok(
+      z.object({
+        list: z.array(SegmentSchema),
+        totalSize: z.number().int(),
+        offset: z.number().int(),
+        pageSize: z.number().int(),
+        nextCursor: z.null(),
+        scope: z.string(),
+      }),
+      "A page of segments",
+    ),
+    ...errorResponses(400, 401, 403, 405),
+  },
+});
+
+const getOne = createRoute({
+  method: "get",
+  path: "/cdp/segments/{id}",
+  tags: ["Segments"],
+  summary: "A segment, its condition exactly as stored",
+  security: apiKeySecurity,
+  request: { params: IdParam },
+  responses: { 200: ok(SegmentSchema, "The segment"), ...errorResponses(401, 403, 404, 405, 503) },
+});
+
+const update = createRoute({
+  method: "put",
+  path: "/cdp/segments/{id}",
+  tags: ["Segments"],
+  summary: "Update a segment (strip scope predicates, validate, re-inject)",
+  security: apiKeySecurity,
+  request: {
+    params: IdParam,
+    body: {
+      required: true,
+      content: {
+        "application/json": {
+          schema: z.object({
+            condition: conditionField,
+            name: z.string().trim().min(1).max(200).optional(),
+            description: z.string().max(2000).optional(),
+          }).strict(),
+        },
+      },
+    },
+  },
+  responses: { 200: ok(Ref, "Updated"), ...errorResponses(400, 401, 403, 404, 405, 502, 503) },
+});
+
+const members = createRoute({
+  method: "get",
+  path: "/cdp/segments/{id}/members",
+  tags: ["Segments"],
+  summary: "A segment's member profiles (paged like profiles)",
+  security: apiKeySecurity,
+  request: {
+    params: IdParam,
+    query: z.object({ limit: limitParam(), offset: offsetParam, cursor: cursorParam }),
+  },
+  responses: {
+    200: ok(
+      z.object({
+        list: z.array(z.record(z.string(), z.unknown())),
+        identities: z.record(z.string(), z.record(z.string(), z.unknown())),
+        totalSize: z.number().int(),
+        offset: z.number().int(),
+        pageSize: z.number().int(),
+        nextCursor: z.string().nullable(),
+        scope: z.string(),
+      }),
+      "A page of members",
+    ),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+const exportRoute = createRoute({
+  method: "get",
+  path: "/cdp/segments/{id}/export",
+  tags: ["Segments"],
+  summary: "Export members as NDJSON; X-Next-Cursor while members remain",
+  security: apiKeySecurity,
+  request: {
+    params: IdParam,
+    query: z.object({ limit: limitParam(OFFSET_WINDOW, OFFSET_WINDOW), cursor: cursorParam }),
+  },
+  responses: {
+    200: {
+      description: "One profile per line; no envelope",
+      content: { "application/x-ndjson": { schema: z.string() } },
+      headers: z.object({ "X-Next-Cursor": z.string().optional() }),
+    },
+    ...errorResponses(400, 401, 403, 404, 405, 502, 503),
+  },
+});
+
+/** Segments: define, read, update, list, members and export. */
+export function segmentRoutes(deps: AppDeps) {
+  const cursorDeps = { kv: deps.kv, now: deps.now, ttlMs: deps.config.cursorTtlSeconds * 1000 };
+  const notFound = () => new HttpError(404, "not_found", "Segment not found");
+  const find = async (scope: string, id: string) =>
+    (await getSegment(deps.sql, scope, id)) ?? _throw(notFound());
+
+  return newRouter()
+    .openapi(define, async (c) => {
+      const scope = requireScope(c);
+      const body = c.req.valid("json");
+      const condition = scopedCondition(body.condition, scope);
+      const segment = await _persist(() =>
+        createSegment(deps.sql, {
+          scope,
+          id: segmentId(scope, body.key ?? body.name),
+          name: body.name,
+          description: body.description,
+          condition,
+          now: deps.now(),
+        })
+      );
+      return c.json({ id: segment.id, name: segment.name, scope }, 200);
+    })
+    .openapi(list, async (c) => {
+      const scope = requireScope(c);
+      const page = c.req.valid("query");
+      assertWithinWindow(page);
+      const result = await listSegments(deps.sql, scope, page);
+      return c.json({
+        ...pageEnvelope({
+          list: result.list,
+          totalSize: result.total,
+          offset: page.offset,
+          limit: page.limit,
+        }),
+        nextCursor: null,
+        scope,
+      }, 200);
+    })
+    .openapi(getOne, async (c) => {
+      const scope = requireScope(c);
+      return c.json(await find(scope, c.req.valid("param").id), 200);
+    })
+    .openapi(update, async (c) => {
+      const scope = requireScope(c);
+      const id = c.req.valid("param").id;
+      const body = c.req.valid("json");
+      await find(scope, id);
+      const condition = scopedCondition(body.condition, scope);
+      const segment = await _persist(() =>
+        updateSegment(deps.sql, { scope, id, ...body, condition, now: deps.now() })
+      );
+      if (!segment) throw notFound();
+      return c.json({ id: segment.id, name: segment.name, scope }, 200);
+    })
+    .openapi(members, async (c) => {
+      const scope = requireScope(c);
+      const segment = await find(scope, c.req.valid("param").id);
+      const query = c.req.valid("query");
+      const binding = {
+        brandId: c.get("auth").brandId,
+        route: "/cdp/segments/:id/members",
+        resource: segment.id,
+      };
+      let position: { after: string; offset: number } | null = null;
+      if (query.cursor !== undefined) {
+        position = await readCursor(cursorDeps, query.cursor, binding);
+      } else assertWithinWindow(query);
+      const offset = position?.offset ?? query.offset;
+      const now = deps.now();
+      const page = await segmentMembers(deps.sql, segment, {
+        limit: query.limit,
+        offset: position ? 0 : query.offset,
+        after: position?.after,
+        now,
+      });
+      const last = page.list.at(-1);
+      const nextCursor = page.more && last
+        ? await mintCursor(cursorDeps, binding, {
+          after: last.itemId,
+          offset: offset + page.list.length,
+        })
+        : null;
+      return c.json({
+        ...pageEnvelope({
+          list: page.list,
+          totalSize: await countMembers(deps.sql, segment, now, OFFSET_WINDOW + 1),
+          offset,
+          limit: query.limit,
+          nextCursor,
+        }),
+        identities: Object.fromEntries(page.list.map((p) => [p.itemId, identityOf(p.properties)])),
+        scope,
+      }, 200);
+    })
+    .openapi(exportRoute, async (c) => {
+      const scope = requireScope(c);
+      const segment = await find(scope, c.req.valid("param").id);
+      const query = c.req.valid("query");
+      const binding = {
+        brandId: c.get("auth").brandId,
+        route: "/cdp/segments/:id/export",
+        resource: segment.id,
+      };
+      const after = query.cursor === undefined
+        ? undefined
+        : (await readCursor<{ after: string }>(cursorDeps, query.cursor, binding)).after;
+      const now = deps.now();
+      const end = await exportPageEnd(deps.sql, segment, { after, limit: query.limit, now });
+      c.header("Content-Type", "application/x-ndjson");
+      if (end.more && end.lastId) {
+        c.header("X-Next-Cursor", await mintCursor(cursorDeps, binding, { after: end.lastId }));
+      }
+      // A streamed NDJSON body is outside what the typed route helper can express.
+      if (!end.lastId) return c.body(null, 200) as never;
+      return c.body(
+        exportLines(deps.sql, segment, { after, lastId: end.lastId, now }),
+        200,
+      ) as never;
+    });
+}
+
+/** A storage failure while persisting a segment is 502 upstream_error: nothing was persisted. */
+async function _persist<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    throw new HttpError(502, "upstream_error", "the segment could not be persisted", {
+      cause: err,
+    });
+  }
+}
+
+function _throw(err: Error): never {
+  throw err;
+}

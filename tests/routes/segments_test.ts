@@ -1,0 +1,366 @@
+import assert from "node:assert/strict";
+import { errorBody, type TestContext, withContext } from "../test_support.ts";
+
+type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
+
+const json = (body: unknown) => ({
+  headers: { "Content-Type": "application/json" },
+  body: JSON.stringify(body),
+});
+
+const post = (ctx: TestContext, key: string, path: string, body: unknown) =>
+  ctx.request(path, key, { method: "POST", ...json(body) });
+
+const put = (ctx: TestContext, key: string, path: string, body: unknown) =>
+  ctx.request(path, key, { method: "PUT", ...json(body) });
+
+const hasEmail = {
+  type: "profilePropertyCondition",
+  parameterValues: { propertyName: "properties.email", comparisonOperator: "exists" },
+};
+
+const olderThan = (age: number) => ({
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.age",
+    comparisonOperator: "greaterThan",
+    propertyValueInteger: age,
+  },
+});
+
+/** Profiles of brand A (ages 10..50, emails on even ones) and one of brand B. */
+async function seed(ctx: TestContext): Promise<{ a: Brand; b: Brand }> {
+  const a = await ctx.seedBrand();
+  const b = await ctx.seedBrand();
+  for (const [scope, rows] of [[a.scope!, [10, 20, 30, 40, 50]], [b.scope!, [99]]] as const) {
+    await ctx.deps.engine.applyEvents({
+      scope,
+      source: "server",
+      receivedAt: ctx.clock.now().toISOString(),
+      events: rows.map((age) => ({
+        id: ctx.deps.newId(),
+        eventType: "updateProperties",
+        profileId: `p${age}`,
+        properties: {
+          update: {
+            "properties.age": age,
+            ...(age % 20 === 0 || age === 99 ? { "properties.email": `p${age}@example.com` } : {}),
+          },
+        },
+      })),
+    });
+  }
+  return { a, b };
+}
+
+Deno.test("segments: define, get, update round-trip exactly with the injected scope predicate", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    const defined = await post(ctx, a.key, "/cdp/segments", {
+      name: "Has email",
+      condition: hasEmail,
+      description: "Reachable by email",
+    });
+    assert.equal(defined.status, 200);
+    const ref = await defined.json();
+    assert.deepEqual(ref, { id: `seg__${a.scope}__has_email`, name: "Has email", scope: a.scope });
+    const got = await (await ctx.request(`/cdp/segments/${ref.id}`, a.key)).json();
+    assert.equal(got.description, "Reachable by email");
+    assert.equal(got.scope, a.scope);
+    assert.deepEqual(got.condition, {
+      type: "booleanCondition",
+      parameterValues: {
+        operator: "and",
+        subConditions: [
+          {
+            type: "profilePropertyCondition",
+            parameterValues: {
+              propertyName: "properties.shopDomain",
+              comparisonOperator: "equals",
+              propertyValue: a.scope,
+            },
+          },
+          hasEmail,
+        ],
+      },
+    });
+    // PUT what GET returned: the predicate is stripped and re-injected, nothing else changes.
+    const updated = await put(ctx, a.key, `/cdp/segments/${ref.id}`, { condition: got.condition });
+    assert.equal(updated.status, 200);
+    assert.deepEqual(await updated.json(), ref);
+    const again = await (await ctx.request(`/cdp/segments/${ref.id}`, a.key)).text();
+    assert.equal(again, JSON.stringify(got));
+    // Name kept when omitted; description and condition replaced.
+    await put(ctx, a.key, `/cdp/segments/${ref.id}`, {
+      condition: olderThan(25),
+      description: "Older",
+    });
+    const changed = await (await ctx.request(`/cdp/segments/${ref.id}`, a.key)).json();
+    assert.equal(changed.name, "Has email");
+    assert.equal(changed.description, "Older");
+  });
+});
+
+Deno.test("segments: a foreign scope predicate is discarded and the brand's injected", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seed(ctx);
+    const sneaky = {
+      type: "booleanCondition",
+      parameterValues: {
+        operator: "and",
+        subConditions: [
+          {
+            type: "profilePropertyCondition",
+            parameterValues: {
+              propertyName: "properties.shopDomain",
+              comparisonOperator: "equals",
+              propertyValue: b.scope,
+            },
+          },
+          hasEmail,
+        ],
+      },
+    };
+    const ref =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "Sneaky", condition: sneaky })).json();
+    const got = await (await ctx.request(`/cdp/segments/${ref.id}`, a.key)).json();
+    assert.ok(!JSON.stringify(got.condition).includes(b.scope!));
+    const members = await (await ctx.request(`/cdp/segments/${ref.id}/members`, a.key)).json();
+    assert.deepEqual(members.list.map((p: { itemId: string }) => p.itemId), ["p20", "p40"]);
+    const onlyScope = await post(ctx, a.key, "/cdp/segments", {
+      name: "Nothing left",
+      condition: sneaky.parameterValues.subConditions[0],
+    });
+    assert.equal(onlyScope.status, 400);
+    assert.match((await errorBody(onlyScope)).error_description, /empty/);
+  });
+});
+
+Deno.test("segments: bad definitions get the envelope with JSON paths", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    const cases: [unknown, string][] = [
+      [{ condition: hasEmail }, "bad_request"],
+      [{ name: "", condition: hasEmail }, "bad_request"],
+      [{ name: "x" }, "bad_request"],
+      [{ name: "x", condition: [hasEmail] }, "bad_request"],
+      [{ name: "x", condition: "all" }, "bad_request"],
+      [{ name: "x", condition: hasEmail, extra: true }, "bad_request"],
+      [
+        { name: "x", condition: { type: "scriptCondition", parameterValues: {} } },
+        "invalid_condition",
+      ],
+    ];
+    for (const [body, code] of cases) {
+      const res = await post(ctx, a.key, "/cdp/segments", body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.equal((await errorBody(res)).error, code, JSON.stringify(body));
+    }
+    const invalid = await post(ctx, a.key, "/cdp/segments", {
+      name: "x",
+      condition: {
+        type: "booleanCondition",
+        parameterValues: {
+          operator: "and",
+          subConditions: [
+            {
+              type: "profilePropertyCondition",
+              parameterValues: {
+                propertyName: "properties.a",
+                comparisonOperator: "nope",
+                propertyValue: "1",
+              },
+            },
+            {
+              type: "profilePropertyCondition",
+              parameterValues: {
+                propertyName: "properties.b",
+                comparisonOperator: "equals",
+                propertyValue: "script::evil()",
+              },
+            },
+          ],
+        },
+      },
+    });
+    const error = await errorBody(invalid);
+    assert.equal(error.error, "invalid_condition");
+    assert.match(error.error_description, /\$\.condition\.parameterValues\.subConditions\[0\]/);
+    assert.match(error.error_description, /\$\.condition\.parameterValues\.subConditions\[1\]/);
+    assert.equal(
+      (await post(ctx, a.key, "/cdp/segments", { name: "Dup", condition: hasEmail })).status,
+      200,
+    );
+    const dup = await post(ctx, a.key, "/cdp/segments", { name: "dup", condition: hasEmail });
+    assert.equal(dup.status, 409);
+    const keyed = await (await post(ctx, a.key, "/cdp/segments", {
+      name: "Dup",
+      key: "vip-2",
+      condition: hasEmail,
+    })).json();
+    assert.equal(keyed.id, `seg__${a.scope}__vip_2`);
+    const emptyName = await put(ctx, a.key, `/cdp/segments/${keyed.id}`, {
+      name: "",
+      condition: hasEmail,
+    });
+    assert.equal(emptyName.status, 400);
+    const noCondition = await put(ctx, a.key, `/cdp/segments/${keyed.id}`, { name: "y" });
+    assert.equal(noCondition.status, 400);
+  });
+});
+
+Deno.test("segments: another brand's segment is 404 everywhere; lists are per brand", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seed(ctx);
+    const ref =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "Mine", condition: hasEmail })).json();
+    for (
+      const path of [
+        `/cdp/segments/${ref.id}`,
+        `/cdp/segments/${ref.id}/members`,
+        `/cdp/segments/${ref.id}/export`,
+      ]
+    ) {
+      const res = await ctx.request(path, b.key);
+      assert.equal(res.status, 404, path);
+      assert.equal((await errorBody(res)).error, "not_found");
+    }
+    assert.equal(
+      (await put(ctx, b.key, `/cdp/segments/${ref.id}`, { condition: hasEmail })).status,
+      404,
+    );
+    const listA = await (await ctx.request("/cdp/segments", a.key)).json();
+    const listB = await (await ctx.request("/cdp/segments", b.key)).json();
+    assert.deepEqual(listA.list.map((s: { id: string }) => s.id), [ref.id]);
+    assert.equal(listB.totalSize, 0);
+  });
+});
+
+Deno.test("segments: membership agrees with POST /cdp/query/profile/count on the same condition", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    for (
+      const condition of [hasEmail, olderThan(25), {
+        type: "matchAllCondition",
+        parameterValues: {},
+      }]
+    ) {
+      const ref =
+        await (await post(ctx, a.key, "/cdp/segments", { name: `s${Math.random()}`, condition }))
+          .json();
+      const members = await (await ctx.request(`/cdp/segments/${ref.id}/members?limit=100`, a.key))
+        .json();
+      const count = await (await post(ctx, a.key, "/cdp/query/profile/count", { condition }))
+        .json();
+      assert.equal(members.totalSize, count.count, JSON.stringify(condition));
+      assert.equal(members.list.length, count.count);
+    }
+  });
+});
+
+Deno.test("segments: members page with cursors bound to the segment", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seed(ctx);
+    const ref =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "Adults", condition: olderThan(5) }))
+        .json();
+    const other =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "Other", condition: hasEmail }))
+        .json();
+    const first = await (await ctx.request(`/cdp/segments/${ref.id}/members?limit=2`, a.key))
+      .json();
+    assert.deepEqual(first.list.map((p: { itemId: string }) => p.itemId), ["p10", "p20"]);
+    assert.equal(first.totalSize, 5);
+    assert.ok(first.identities.p20.email);
+    const second = await (await ctx.request(
+      `/cdp/segments/${ref.id}/members?limit=2&cursor=${first.nextCursor}`,
+      a.key,
+    )).json();
+    assert.deepEqual(second.list.map((p: { itemId: string }) => p.itemId), ["p30", "p40"]);
+    assert.equal(second.offset, 2);
+    assert.equal(
+      (await ctx.request(`/cdp/segments/${other.id}/members?cursor=${first.nextCursor}`, a.key))
+        .status,
+      400,
+    );
+    assert.equal(
+      (await ctx.request(`/cdp/segments/${ref.id}/members?cursor=${first.nextCursor}`, b.key))
+        .status,
+      404,
+    );
+    assert.equal(
+      (await ctx.request(`/cdp/segments/${ref.id}/members?offset=9999&limit=2`, a.key)).status,
+      400,
+    );
+  });
+});
+
+Deno.test("export: NDJSON lines, X-Next-Cursor only while members remain, past 10,000 rows", async () => {
+  await withContext(async (ctx) => {
+    const a = await ctx.seedBrand();
+    const b = await ctx.seedBrand();
+    await ctx.sql`
+      insert into profiles (scope, item_id, properties, provenance, first_visit, created_at, updated_at)
+      select ${a.scope}, 'p' || lpad(i::text, 5, '0'),
+             jsonb_build_object('shopDomain', ${a.scope}::text, 'email', 'u' || i || '@example.com', 'tier', 'gold'),
+             'server', '2026-01-01T00:00:00Z', now(), now()
+      from generate_series(1, 10050) as i`;
+    const ref = await (await post(ctx, a.key, "/cdp/segments", {
+      name: "All",
+      condition: { type: "matchAllCondition", parameterValues: {} },
+    })).json();
+    const first = await ctx.request(`/cdp/segments/${ref.id}/export`, a.key);
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.get("content-type"), "application/x-ndjson");
+    const cursor = first.headers.get("x-next-cursor");
+    assert.ok(cursor);
+    const lines = (await first.text()).trimEnd().split("\n").map((l) => JSON.parse(l));
+    assert.equal(lines.length, 10_000);
+    assert.deepEqual(lines[0], {
+      id: "p00001",
+      provenance: "server",
+      email: "u1@example.com",
+      shopDomain: a.scope,
+      properties: { firstVisit: "2026-01-01T00:00:00.000Z" },
+    });
+    const second = await ctx.request(`/cdp/segments/${ref.id}/export?cursor=${cursor}`, a.key);
+    assert.equal(second.headers.get("x-next-cursor"), null);
+    const rest = (await second.text()).trimEnd().split("\n");
+    assert.equal(rest.length, 50);
+    assert.equal(JSON.parse(rest[0]!).id, "p10001");
+    // Small pages, cursor failures.
+    const small = await ctx.request(`/cdp/segments/${ref.id}/export?limit=3`, a.key);
+    assert.equal((await small.text()).trimEnd().split("\n").length, 3);
+    const smallCursor = small.headers.get("x-next-cursor");
+    const other =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "Gold", condition: hasEmail })).json();
+    assert.equal(
+      (await ctx.request(`/cdp/segments/${other.id}/export?cursor=${smallCursor}`, a.key)).status,
+      400,
+    );
+    assert.equal(
+      (await ctx.request(`/cdp/segments/${ref.id}/export?cursor=nope`, a.key)).status,
+      400,
+    );
+    const bRef = await (await post(ctx, b.key, "/cdp/segments", {
+      name: "All",
+      condition: { type: "matchAllCondition", parameterValues: {} },
+    })).json();
+    const foreign = await ctx.request(
+      `/cdp/segments/${bRef.id}/export?cursor=${smallCursor}`,
+      b.key,
+    );
+    assert.equal(foreign.status, 403);
+    await foreign.body?.cancel();
+    // An empty segment is an empty body without a cursor.
+    const empty =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "None", condition: olderThan(1000) }))
+        .json();
+    const none = await ctx.request(`/cdp/segments/${empty.id}/export`, a.key);
+    assert.equal(none.status, 200);
+    assert.equal(await none.text(), "");
+    assert.equal(none.headers.get("x-next-cursor"), null);
+    // B's export never holds A's profiles.
+    assert.equal(await (await ctx.request(`/cdp/segments/${bRef.id}/export`, b.key)).text(), "");
+  });
+});
