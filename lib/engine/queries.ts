@@ -1,7 +1,15 @@
 import type postgres from "postgres";
 import type { Sql } from "../db.ts";
 import { HttpError } from "../errors.ts";
-import { compileCondition, type Condition, type ItemType, resolveDateExpr } from "./conditions.ts";
+import {
+  compileCondition,
+  type Condition,
+  type ItemType,
+  propertyExpression,
+  type PropertySource,
+  resolveDateExpr,
+  resolveProperty,
+} from "./conditions.ts";
 
 type _Fragment = postgres.PendingQuery<postgres.Row[]>;
 
@@ -9,45 +17,25 @@ type _Fragment = postgres.PendingQuery<postgres.Row[]>;
 export const METRICS = ["sum", "avg", "min", "max"] as const;
 export type Metric = (typeof METRICS)[number];
 
-/** How a property of an item type is read in SQL: a JSON path or a native column. */
-type _Property =
-  | { kind: "json"; column: "properties" | "flattened_properties"; path: string[] }
-  | { kind: "timestamp"; column: string }
-  | { kind: "text"; column: string };
-
-const _SEGMENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-const _FORBIDDEN = new Set(["scope", "shopDomain"]);
-
 /**
- * Resolves a caller's property name against the allowlist of spec 4.10: profile `properties.*`;
- * event `properties.*`, `flattenedProperties.*`, `timeStamp`, `eventType`. Scope references and
- * everything else are 400. The path is returned as data, never as SQL text.
+ * Resolves a metrics or aggregate property: the condition language's allowlist, narrowed to what
+ * spec 4.10 addresses (profile `properties.*`; event `properties.*`, `flattenedProperties.*`,
+ * `timeStamp`, `eventType`). Anything else, scope references included, is 400.
  */
-export function resolveProperty(itemType: ItemType, name: string): _Property {
-  const invalid = (why: string) => new HttpError(400, "bad_request", `property ${name}: ${why}`);
-  if (itemType === "event" && name === "timeStamp") {
-    return { kind: "timestamp", column: "e.time_stamp" };
+export function statisticsProperty(itemType: ItemType, name: string): PropertySource {
+  const addressable = name.startsWith("properties.") ||
+    (itemType === "event" &&
+      (name.startsWith("flattenedProperties.") || name === "timeStamp" || name === "eventType"));
+  const resolved = addressable
+    ? resolveProperty(itemType, name)
+    : { ok: false as const, message: "not an addressable property of this item type" };
+  if (!resolved.ok) {
+    throw new HttpError(400, "bad_request", `property ${name}: ${resolved.message}`);
   }
-  if (itemType === "event" && name === "eventType") return { kind: "text", column: "e.event_type" };
-  const [root, ...path] = name.split(".");
-  const column = root === "properties"
-    ? "properties"
-    : root === "flattenedProperties" && itemType === "event"
-    ? "flattened_properties"
-    : null;
-  if (!column) throw invalid("not an addressable property of this item type");
-  if (path.length === 0 || path.length > 5 || !path.every((s) => _SEGMENT.test(s))) {
-    throw invalid("malformed path");
-  }
-  if (path.some((s) => _FORBIDDEN.has(s))) throw invalid("the scope is not queryable");
-  if (itemType === "profile" && path.length === 1) {
-    const visit = { firstVisit: "p.first_visit", lastVisit: "p.last_visit" }[path[0]!];
-    if (visit) return { kind: "timestamp", column: visit };
-  }
-  return { kind: "json", column, path };
+  return resolved.source;
 }
 
-/** The table, alias and scope column of an item type, with the condition compiled. */
+/** The table of an item type (aliased p or e, as the compiler expects) and its filter. */
 function _from(
   sql: Sql,
   itemType: ItemType,
@@ -56,37 +44,28 @@ function _from(
   now: Date,
 ) {
   const table = itemType === "profile" ? sql`profiles p` : sql`events e`;
-  const alias = itemType === "profile" ? sql`p` : sql`e`;
+  const scoped = itemType === "profile" ? sql`p.scope = ${scope}` : sql`e.scope = ${scope}`;
   const where = condition
-    ? sql`${alias}.scope = ${scope} and ${compileCondition(sql, condition, { itemType, now })}`
-    : sql`${alias}.scope = ${scope}`;
-  return { table, alias, where };
+    ? sql`${scoped} and ${compileCondition(sql, condition, { itemType, now })}`
+    : scoped;
+  return { table, where };
 }
 
-function _value(sql: Sql, alias: _Fragment, property: _Property): _Fragment {
-  if (property.kind !== "json") return sql.unsafe(property.column) as never; // from the closed map above
-  return sql`(${alias}.${sql(property.column)} #> ${property.path}::text[])`;
-}
-
-/** The numeric value of a property, null when absent or not a number. */
-function _number(sql: Sql, alias: _Fragment, property: _Property): _Fragment {
-  if (property.kind === "timestamp") {
-    return sql`(extract(epoch from ${_value(sql, alias, property)}) * 1000)`;
-  }
-  if (property.kind === "text") {
-    throw new HttpError(400, "bad_request", "metrics need a numeric property");
-  }
-  const value = _value(sql, alias, property);
-  return sql`(case when jsonb_typeof(${value}) = 'number' then (${value})::text::numeric end)`;
+/** The numeric value of a property, null when absent or not a number (dates: epoch ms). */
+function _number(sql: Sql, source: PropertySource): _Fragment {
+  const value = propertyExpression(sql, source);
+  if (source.kind === "json") return sql`cdp_jsonb_numeric(${value})`;
+  if (source.kind === "timestamptz") return sql`(extract(epoch from ${value}) * 1000)`;
+  if (source.kind === "integer") return value;
+  throw new HttpError(400, "bad_request", "metrics and numeric ranges need a numeric property");
 }
 
 /** The timestamp value of a property, null when absent or not an ISO date-time. */
-function _timestamp(sql: Sql, alias: _Fragment, property: _Property): _Fragment {
-  if (property.kind === "timestamp") return _value(sql, alias, property);
-  if (property.kind === "text") {
-    throw new HttpError(400, "bad_request", "a date aggregate needs a date property");
-  }
-  return sql`cdp_try_timestamptz(${_value(sql, alias, property)} #>> '{}')`;
+function _timestamp(sql: Sql, source: PropertySource): _Fragment {
+  const value = propertyExpression(sql, source);
+  if (source.kind === "json") return sql`cdp_try_timestamptz(${value} #>> '{}')`;
+  if (source.kind === "timestamptz") return value;
+  throw new HttpError(400, "bad_request", "date aggregates need a date property");
 }
 
 /** Runs `fn` in a read-only transaction bounded by `timeoutMs` (statement_timeout). */
@@ -123,15 +102,15 @@ export async function metrics(
     now: Date;
   },
 ): Promise<Record<string, number | null>> {
-  const property = resolveProperty(input.itemType, input.property);
-  const { table, alias, where } = _from(
+  const property = statisticsProperty(input.itemType, input.property);
+  const { table, where } = _from(
     sql,
     input.itemType,
     input.scope,
     input.condition,
     input.now,
   );
-  const value = _number(sql, alias, property);
+  const value = _number(sql, property);
   const [row] = await sql<
     { sum: string | null; avg: string | null; min: string | null; max: string | null }[]
   >`
@@ -188,8 +167,8 @@ export async function aggregate(
     now: Date;
   },
 ): Promise<Record<string, number>> {
-  const property = resolveProperty(input.itemType, input.property);
-  const { table, alias, where } = _from(
+  const property = statisticsProperty(input.itemType, input.property);
+  const { table, where } = _from(
     sql,
     input.itemType,
     input.scope,
@@ -198,9 +177,7 @@ export async function aggregate(
   );
   const all = _from(sql, input.itemType, input.scope, null, input.now);
   const spec = input.aggregate;
-  const value = spec.type === "numericRange"
-    ? _number(sql, alias, property)
-    : _timestamp(sql, alias, property);
+  const value = spec.type === "numericRange" ? _number(sql, property) : _timestamp(sql, property);
   const [totals] = await sql<{ all: number; filtered: number; missing: number }[]>`
     select (select count(*)::int from ${all.table} where ${all.where}) as all,
            count(*)::int as filtered,
