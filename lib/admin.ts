@@ -4,6 +4,13 @@ import { issueApiKey } from "./api_keys.ts";
 import { createBrand, findBrandContext, setBrand } from "./brands.ts";
 import { createEmbeddedEngine } from "./engine/engine.ts";
 import { listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
+import { importNdjson } from "./commerce/import.ts";
+import {
+  OrderLineSchema,
+  SubscriptionLineSchema,
+  upsertOrder,
+  upsertSubscription,
+} from "./commerce/orders.ts";
 import { summarizeUsage } from "./usage.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { openStores, type Stores } from "./stores.ts";
@@ -14,6 +21,8 @@ const USAGE = `Usage: deno task admin <command>
   brand create --name NAME [--shop DOMAIN] [--access-token TOKEN] [--beta]
   brand set --brand ID [--beta on|off] [--integration connected|disconnected]
   key issue --brand ID [--name LABEL]
+  orders import --brand ID FILE          (NDJSON; - reads stdin)
+  subscriptions import --brand ID FILE
   usage --brand ID [--from YYYY-MM-DD] [--to YYYY-MM-DD]
   deadletter list [--brand ID]
   deadletter replay (--id ID | --all) [--brand ID]
@@ -100,6 +109,8 @@ const _COMMANDS: Record<string, _Command<any>> = {
       return { id: issued.id, key: issued.key, prefix: issued.prefix };
     },
   }),
+  "orders import": _importCommand("orders"),
+  "subscriptions import": _importCommand("subscriptions"),
   "usage": _command({
     parse(args) {
       const { values } = _parse(args, {
@@ -200,10 +211,6 @@ export async function runAdmin(
       console.log(USAGE);
       return 0;
     }
-    if (name === "orders import" || name === "subscriptions import") {
-      console.error(`error: ${name} is not available yet (it arrives with the commerce store)`);
-      return 1;
-    }
     console.error(`error: unknown command: ${argv.join(" ")}\n\n${USAGE}`);
     return 2;
   }
@@ -222,9 +229,46 @@ export async function runAdmin(
   }
 }
 
-function _parse(args: string[], options: Record<string, { type: "string" | "boolean" }>) {
+/** `orders import` / `subscriptions import --brand ID FILE` (design.md sections 5 and 6). */
+function _importCommand(kind: "orders" | "subscriptions") {
+  return _command({
+    parse(args) {
+      const { values, positionals } = _parse(args, { brand: { type: "string" } }, true);
+      if (values.brand === undefined) throw new _UsageError("--brand is required");
+      if (positionals.length !== 1) throw new _UsageError("give one FILE (or - for stdin)");
+      return { brandId: values.brand as string, file: positionals[0]! };
+    },
+    async run(stores, input) {
+      if (!(await findBrandContext(stores.sql, input.brandId))) {
+        throw new Error(`no brand ${input.brandId}`);
+      }
+      const stream = input.file === "-"
+        ? Deno.stdin.readable
+        : (await Deno.open(input.file)).readable;
+      const newId = monotonicFactory();
+      const now = new Date();
+      return kind === "orders"
+        ? await importNdjson(stores.sql, {
+          stream,
+          schema: OrderLineSchema,
+          apply: (tx, line) => upsertOrder(tx, { brandId: input.brandId, line, newId, now }),
+        })
+        : await importNdjson(stores.sql, {
+          stream,
+          schema: SubscriptionLineSchema,
+          apply: (tx, line) => upsertSubscription(tx, { brandId: input.brandId, line, newId, now }),
+        });
+    },
+  });
+}
+
+function _parse(
+  args: string[],
+  options: Record<string, { type: "string" | "boolean" }>,
+  allowPositionals = false,
+) {
   try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false });
+    return parseArgs({ args, options, strict: true, allowPositionals });
   } catch (err) {
     throw new _UsageError(err instanceof Error ? err.message : String(err));
   }

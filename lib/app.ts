@@ -2,6 +2,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
+import { commerceRoutes } from "../routes/commerce.ts";
 import { eventRoutes } from "../routes/events.ts";
 import { ingestRoutes } from "../routes/ingest.ts";
 import { keyRoutes } from "../routes/keys.ts";
@@ -84,6 +85,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", profileRoutes(deps));
   app.route("/", segmentRoutes(deps));
   app.route("/", queryRoutes(deps));
+  app.route("/", commerceRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

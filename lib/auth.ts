@@ -85,3 +85,23 @@ export function requireScope(c: Context<AppEnv>): string {
   }
   return auth.scope;
 }
+
+/**
+ * The gate of commerce, customer and insight routes (spec 5.4): the scope, then the
+ * `beta:cdp-commerce` permission (403 `beta_not_enabled`), then a connected, enabled storefront
+ * integration (403 `integration_not_connected`).
+ */
+export function requireCommerce(c: Context<AppEnv>): string {
+  const auth: AuthContext = c.get("auth");
+  if (!auth.beta) {
+    throw new HttpError(403, "beta_not_enabled", "The brand is not enrolled in the commerce beta");
+  }
+  if (!auth.scope || auth.integration?.status !== "connected" || !auth.integration.isEnabled) {
+    throw new HttpError(
+      403,
+      "integration_not_connected",
+      "No connected storefront integration",
+    );
+  }
+  return auth.scope;
+}

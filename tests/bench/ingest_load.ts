@@ -48,7 +48,7 @@ const VISIBILITY_LIMIT_MS = 30_000;
 /** Bounds of each measured phase and of the whole run. */
 const LOAD_LIMIT_MS = 120_000;
 const FORWARD_LIMIT_MS = 60_000;
-const RUN_LIMIT_MS = 9 * 60_000;
+const RUN_LIMIT_MS = 6 * 60_000;
 const SCOPE = "bench.myshopify.com";
 const STARTED = performance.now();
 const newId = monotonicFactory();
@@ -484,6 +484,7 @@ class VisibilityProbe {
   #samples = 0;
   #pollErrors = 0;
   #closing = false;
+  #aborted = false;
   #loop: Promise<void> | undefined;
 
   constructor(private sql: Sql) {}
@@ -499,7 +500,7 @@ class VisibilityProbe {
 
   async #run(): Promise<void> {
     while (!this.#closing || this.#pending.size > 0) {
-      if (runLeftMs() < 0) break;
+      if (this.#aborted || runLeftMs() < 0) break;
       if (this.#pending.size > 0) {
         const sessions = [...this.#pending.keys()];
         const profiles = [...new Set([...this.#pending.values()].map((p) => p.profileId))];
@@ -531,6 +532,12 @@ class VisibilityProbe {
     }
     this.#timeouts += this.#pending.size;
     this.#pending.clear();
+  }
+
+  /** Stops polling at once (a failed phase). */
+  async abort(): Promise<void> {
+    this.#aborted = true;
+    await this.#loop;
   }
 
   /** Waits (bounded by VISIBILITY_LIMIT_MS per sample) until every sample is seen. */
@@ -581,6 +588,7 @@ async function benchService(
   progress(`${name}: starting main.ts`);
   const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], env);
   let reader: { sql: Sql; close(): Promise<void> } | undefined;
+  let probe: VisibilityProbe | undefined;
   try {
     const database = await openDatabase({ databaseUrl, dataDir, serve: false, max: 1 });
     reader = database;
@@ -588,23 +596,23 @@ async function benchService(
       throw new Error("the benchmark owns the embedded database: the service does not serve it");
     }
     const closeReader = onCleanup(`${name} reader`, () => database.close());
-    const probe = new VisibilityProbe(database.sql);
+    const visibilityProbe = probe = new VisibilityProbe(database.sql);
     const tag = `v${Date.now().toString(36)}`;
     let loadStarted = 0;
     const edge = await measureEdge(server, store, { authorization: `Bearer ${key}` }, {
       marker: (i) => {
         if (i === 0) {
           loadStarted = performance.now();
-          probe.start();
+          visibilityProbe.start();
         }
         return i % SAMPLE_EVERY === 0
           ? { profileId: `p${i % PROFILES}`, sessionId: tag + i }
           : null;
       },
-      onSampled: (marker, acceptedAt) => probe.add(marker, acceptedAt),
+      onSampled: (marker, acceptedAt) => visibilityProbe.add(marker, acceptedAt),
     });
     progress(`${name}: waiting for the sampled batches to become readable (<= 30 s each)`);
-    const seen = await probe.finish();
+    const seen = await visibilityProbe.finish();
     const [row] = await database.sql<{ n: number }[]>`
       select count(*)::int as n from events where scope = ${SCOPE}`;
     const n = row?.n ?? 0;
@@ -630,6 +638,7 @@ async function benchService(
     reader = undefined;
     return { edge, visibility };
   } finally {
+    await probe?.abort();
     await reader?.close().catch(() => {});
     await server.stop();
   }
@@ -816,6 +825,7 @@ async function main(): Promise<number> {
     `${REQUESTS} requests (+${WARMUP} warm-up) of ${BATCH} events from ${CONCURRENCY} clients ` +
       `per server; forwarder ${FORWARD_EVENTS} events; Deno ${Deno.version.deno}`,
   );
+  const loadAtStart = Deno.loadavg()[0]!;
   const edges: EdgeRow[] = [];
   const visibilities: VisibilityRow[] = [];
   const forwards: ForwardRow[] = [];
@@ -1002,6 +1012,12 @@ async function main(): Promise<number> {
     ),
     "",
   );
+  const loadAtEnd = Deno.loadavg()[0]!;
+  out.push(
+    `Machine: ${navigator.hardwareConcurrency} cores; 1-minute load average ${
+      fmt(loadAtStart, 2)
+    } at start, ${fmt(loadAtEnd, 2)} at end (anything else running skews every number).`,
+  );
   for (const note of notes) out.push(`Note: ${note}`);
   out.push(
     invalid.length > 0 ? `INVALID RUN: ${invalid.join("; ")}` : "Valid run: no errors.",
@@ -1013,6 +1029,7 @@ async function main(): Promise<number> {
     valid: invalid.length === 0,
     invalid,
     config: { requests: REQUESTS, warmup: WARMUP, concurrency: CONCURRENCY, batch: BATCH },
+    machine: { cores: navigator.hardwareConcurrency, loadAtStart, loadAtEnd },
     edge: edges.map((e) => ({
       server: e.server,
       store: e.store,

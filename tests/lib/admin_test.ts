@@ -110,7 +110,8 @@ Deno.test("cli: failures go to stderr with a non-zero exit and nothing on stdout
       [["brand", "create", "--name", "X", "--shop", "example.com"], 1, /myshopify\.com/],
       [["brand", "set", "--brand", "missing", "--beta", "on"], 1, /no brand missing/],
       [["key", "issue", "--brand", "missing"], 1, /no brand missing/],
-      [["orders", "import", "--brand", "x", "-"], 1, /not available yet/],
+      [["orders", "import", "--brand", "x", "-"], 1, /no brand x/],
+      [["orders", "import", "--brand", "x"], 2, /one FILE/],
     ];
     for (const [args, code, message] of cases) {
       const result = await runCli(args, env);
@@ -279,5 +280,95 @@ Deno.test("cli: usage prints a brand's request counts per day and route family",
     const bad = await runCli(["usage", "--brand", String(brand.id), "--from", "20/11/2026"], env);
     assert.equal(bad.code, 2);
     assert.equal((await runCli(["usage", "--brand", "missing"], env)).code, 1);
+  });
+});
+
+Deno.test("cli: orders import reads a file or stdin, reports per-line errors, and is idempotent", async () => {
+  await withStores(async (env) => {
+    const brand = json(
+      await runCli(
+        ["brand", "create", "--name", "Imp", "--shop", "imp.myshopify.com", "--beta"],
+        env,
+      ),
+    );
+    const line = (id: string, total: string) =>
+      JSON.stringify({
+        external_id: id,
+        number: `#${id}`,
+        state: "complete",
+        billing_status: "complete",
+        total,
+        currency_code: "USD",
+        created_at: "2026-01-02T03:04:05Z",
+        customer: { email: "Bob@Example.com" },
+      });
+    const file = await Deno.makeTempFile({ suffix: ".ndjson" });
+    await Deno.writeTextFile(
+      file,
+      [line("1", "10.00"), "oops", line("2", "20.5")].join("\n") + "\n",
+    );
+    assert.deepEqual(
+      json(await runCli(["orders", "import", "--brand", String(brand.id), file], env)),
+      {
+        imported: 2,
+        rejected: [{ line: 2, errors: ["not valid JSON"] }],
+      },
+    );
+    assert.deepEqual(
+      json(await runCli(["orders", "import", "--brand", String(brand.id), file], env)),
+      {
+        imported: 2,
+        rejected: [{ line: 2, errors: ["not valid JSON"] }],
+      },
+    );
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--unstable-kv",
+        `${ROOT}admin.ts`,
+        "subscriptions",
+        "import",
+        "--brand",
+        String(brand.id),
+        "-",
+      ],
+      env,
+      cwd: ROOT,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const writer = child.stdin.getWriter();
+    await writer.write(
+      new TextEncoder().encode(
+        JSON.stringify({
+          external_id: "s1",
+          status: "active",
+          customer: { email: "bob@example.com" },
+        }) + "\n",
+      ),
+    );
+    await writer.close();
+    const out = await child.output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(out.stdout)), {
+      imported: 1,
+      rejected: [],
+    });
+    const stores = await openStores(loadConfig(env), { serve: false });
+    try {
+      const rows = await stores
+        .sql`select external_id, total::text from orders order by external_id`;
+      assert.deepEqual([...rows], [{ external_id: "1", total: "10.00" }, {
+        external_id: "2",
+        total: "20.50",
+      }]);
+      const [contacts] = await stores.sql`select count(*)::int as n from contacts`;
+      assert.equal(contacts!.n, 1);
+    } finally {
+      await stores.close();
+      await Deno.remove(file);
+    }
   });
 });

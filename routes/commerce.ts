@@ -1,0 +1,231 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { AppDeps } from "../lib/app_env.ts";
+import { requireCommerce } from "../lib/auth.ts";
+import { BILLING_STATUSES, ORDER_STATES, SUBSCRIPTION_STATUSES } from "../lib/commerce/orders.ts";
+import {
+  getOrder,
+  getSubscription,
+  listOrders,
+  listSubscriptions,
+  resolveCustomerFilter,
+} from "../lib/commerce/reads.ts";
+import { HttpError } from "../lib/errors.ts";
+import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import { assertWithinWindow, limitParam, offsetParam, pageEnvelope } from "../lib/pagination.ts";
+
+const OrderSummarySchema = z.object({
+  id: z.string(),
+  external_id: z.string(),
+  number: z.string(),
+  state: z.enum(ORDER_STATES),
+  billing_status: z.enum(BILLING_STATUSES),
+  total: z.string().openapi({ example: "199.99" }),
+  currency_code: z.string(),
+  customer: z.object({ contact_id: z.string().nullable() }),
+  created_at: z.string(),
+  recovered_at: z.string().nullable(),
+}).openapi("OrderSummary");
+
+const OrderDetailSchema = OrderSummarySchema.extend({
+  customer: z.object({
+    contact_id: z.string().nullable(),
+    shopify_customer_id: z.string().optional(),
+  }),
+  processed_at: z.string().nullable(),
+  updated_at: z.string().nullable(),
+  line_items: z.array(z.object({
+    title: z.string(),
+    quantity: z.number().int(),
+    price: z.string(),
+    sku: z.string(),
+    product_id: z.string(),
+    variant_id: z.string(),
+    variant_title: z.string(),
+  })),
+}).openapi("OrderDetail");
+
+const SubscriptionSchema = z.object({
+  id: z.string(),
+  external_id: z.string(),
+  status: z.enum(SUBSCRIPTION_STATUSES),
+  next_billing_date: z.string().nullable(),
+  customer: z.object({ contact_id: z.string().nullable() }),
+  created_at: z.string(),
+  updated_at: z.string(),
+}).openapi("Subscription");
+
+const page = <T extends z.ZodType>(item: T) =>
+  z.object({
+    list: z.array(item),
+    totalSize: z.number().int(),
+    offset: z.number().int(),
+    pageSize: z.number().int(),
+    scope: z.string(),
+    nextCursor: z.null(),
+  });
+
+const ok = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const idParam = (name: string) =>
+  z.object({
+    id: z.string().min(1).max(255).openapi({
+      param: { name: "id", in: "path" },
+      description: name,
+    }),
+  });
+const customerFilters = {
+  customer_email: z.string().min(1).max(320).optional(),
+  customer_phone: z.string().min(1).max(40).optional(),
+  customer_id: z.string().min(1).max(255).optional().openapi({
+    description: "Storefront customer id",
+  }),
+};
+
+const listOrdersRoute = createRoute({
+  method: "get",
+  path: "/cdp/commerce/orders",
+  tags: ["Commerce"],
+  summary: "Orders from the synced store, newest first",
+  description: "customer_* filters resolve to one customer by precedence email, then storefront " +
+    "customer id, then phone (E.164); an identifier matching nobody gives an empty page.",
+  security: apiKeySecurity,
+  request: {
+    query: z.object({
+      limit: limitParam(),
+      offset: offsetParam,
+      created_at_gte: z.iso.datetime({ offset: true }).optional(),
+      created_at_lte: z.iso.datetime({ offset: true }).optional(),
+      state: z.enum(ORDER_STATES).optional(),
+      billing_status: z.enum(BILLING_STATUSES).optional(),
+      ...customerFilters,
+    }),
+  },
+  responses: {
+    200: ok(page(OrderSummarySchema), "A page of orders"),
+    ...errorResponses(400, 401, 403, 405),
+  },
+});
+
+const getOrderRoute = createRoute({
+  method: "get",
+  path: "/cdp/commerce/orders/{id}",
+  tags: ["Commerce"],
+  summary: "One order by its storefront (external) id",
+  security: apiKeySecurity,
+  request: { params: idParam("Storefront order id") },
+  responses: {
+    200: ok(OrderDetailSchema, "The order"),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+const listSubscriptionsRoute = createRoute({
+  method: "get",
+  path: "/cdp/commerce/subscriptions",
+  tags: ["Commerce"],
+  summary: "Subscription contracts",
+  security: apiKeySecurity,
+  request: {
+    query: z.object({
+      limit: limitParam(),
+      offset: offsetParam,
+      status: z.enum(SUBSCRIPTION_STATUSES).optional(),
+      ...customerFilters,
+    }),
+  },
+  responses: {
+    200: ok(page(SubscriptionSchema), "A page of subscription contracts"),
+    ...errorResponses(400, 401, 403, 405),
+  },
+});
+
+const getSubscriptionRoute = createRoute({
+  method: "get",
+  path: "/cdp/commerce/subscriptions/{id}",
+  tags: ["Commerce"],
+  summary: "One subscription contract by its external id",
+  security: apiKeySecurity,
+  request: { params: idParam("Subscription contract id") },
+  responses: {
+    200: ok(SubscriptionSchema, "The contract"),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+/** Commerce reads from the synced store (spec 4.11), behind the commerce gate. */
+export function commerceRoutes(deps: AppDeps) {
+  return newRouter()
+    .openapi(listOrdersRoute, async (c) => {
+      const scope = requireCommerce(c);
+      const brandId = c.get("auth").brandId;
+      const query = c.req.valid("query");
+      assertWithinWindow(query);
+      const contactId = await resolveCustomerFilter(deps.sql, brandId, {
+        email: query.customer_email,
+        customerId: query.customer_id,
+        phone: query.customer_phone,
+      });
+      const result = await listOrders(deps.sql, brandId, {
+        createdAtGte: query.created_at_gte ? new Date(query.created_at_gte) : undefined,
+        createdAtLte: query.created_at_lte ? new Date(query.created_at_lte) : undefined,
+        state: query.state,
+        billingStatus: query.billing_status,
+        contactId,
+      }, query);
+      return c.json({
+        ...pageEnvelope({
+          list: result.list,
+          totalSize: result.total,
+          offset: query.offset,
+          limit: query.limit,
+        }),
+        nextCursor: null,
+        scope,
+      }, 200);
+    })
+    .openapi(getOrderRoute, async (c) => {
+      requireCommerce(c);
+      const order = await getOrder(deps.sql, c.get("auth").brandId, c.req.valid("param").id);
+      if (!order) throw new HttpError(404, "not_found", "Order not found");
+      return c.json(order, 200);
+    })
+    .openapi(listSubscriptionsRoute, async (c) => {
+      const scope = requireCommerce(c);
+      const brandId = c.get("auth").brandId;
+      const query = c.req.valid("query");
+      assertWithinWindow(query);
+      const contactId = await resolveCustomerFilter(deps.sql, brandId, {
+        email: query.customer_email,
+        customerId: query.customer_id,
+        phone: query.customer_phone,
+      });
+      const result = await listSubscriptions(
+        deps.sql,
+        brandId,
+        { status: query.status, contactId },
+        query,
+      );
+      return c.json({
+        ...pageEnvelope({
+          list: result.list,
+          totalSize: result.total,
+          offset: query.offset,
+          limit: query.limit,
+        }),
+        nextCursor: null,
+        scope,
+      }, 200);
+    })
+    .openapi(getSubscriptionRoute, async (c) => {
+      requireCommerce(c);
+      const subscription = await getSubscription(
+        deps.sql,
+        c.get("auth").brandId,
+        c.req.valid("param").id,
+      );
+      if (!subscription) throw new HttpError(404, "not_found", "Subscription not found");
+      return c.json(subscription, 200);
+    });
+}
