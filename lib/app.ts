@@ -3,6 +3,7 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
 import { commerceRoutes } from "../routes/commerce.ts";
+import { customerRoutes } from "../routes/customers.ts";
 import { eventRoutes } from "../routes/events.ts";
 import { ingestRoutes } from "../routes/ingest.ts";
 import { keyRoutes } from "../routes/keys.ts";
@@ -86,6 +87,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", segmentRoutes(deps));
   app.route("/", queryRoutes(deps));
   app.route("/", commerceRoutes(deps));
+  app.route("/", customerRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

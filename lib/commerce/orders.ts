@@ -124,7 +124,8 @@ export async function upsertContact(
       where id = ${found.id}`;
     return found.id;
   }
-  const id = `ct_${input.newId()}`;
+  // A UUID, as the customer lookup classifies identifiers (spec 4.11).
+  const id = crypto.randomUUID();
   await tx`
     insert into contacts (id, brand_id, shopify_customer_id, email, phone, first_name, last_name,
                           created_at, updated_at)

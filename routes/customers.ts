@@ -1,0 +1,187 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import type { AppDeps, AppEnv } from "../lib/app_env.ts";
+import { requireCommerce } from "../lib/auth.ts";
+import { customerRecord, integrationsOf, resolveCustomer } from "../lib/commerce/customers.ts";
+import {
+  atRiskCustomers,
+  brandLtv,
+  brandProducts,
+  brandRfm,
+  customerInsights,
+} from "../lib/commerce/insights.ts";
+import { listOrders } from "../lib/commerce/reads.ts";
+import { HttpError } from "../lib/errors.ts";
+import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import { assertWithinWindow, limitParam, offsetParam, pageEnvelope } from "../lib/pagination.ts";
+
+const Identifier = z.object({
+  identifier: z.string().min(1).max(320).openapi({
+    param: { name: "identifier", in: "path" },
+    description:
+      "Email (has @), phone (leading +), storefront customer id (digits), profile id or contact id (UUID)",
+  }),
+});
+const json = (description: string) => ({
+  description,
+  content: { "application/json": { schema: z.record(z.string(), z.unknown()) } },
+});
+const errors = errorResponses(400, 401, 403, 404, 405);
+
+const record = createRoute({
+  method: "get",
+  path: "/cdp/customers/{identifier}",
+  tags: ["Customers"],
+  summary: "The unified customer record: profile, commerce, integrations, subscription",
+  security: apiKeySecurity,
+  request: { params: Identifier },
+  responses: { 200: json("The customer"), ...errors },
+});
+
+const orders = createRoute({
+  method: "get",
+  path: "/cdp/customers/{identifier}/orders",
+  tags: ["Customers"],
+  summary: "The customer's orders (all states), newest first",
+  security: apiKeySecurity,
+  request: { params: Identifier, query: z.object({ limit: limitParam(), offset: offsetParam }) },
+  responses: { 200: json("A page of orders"), ...errors },
+});
+
+const insights = createRoute({
+  method: "get",
+  path: "/cdp/customers/{identifier}/insights",
+  tags: ["Customers"],
+  summary: "LTV, AOV, RFM, top products and churn over completed orders",
+  security: apiKeySecurity,
+  request: { params: Identifier },
+  responses: { 200: json("The customer's insights"), ...errors },
+});
+
+const ltv = createRoute({
+  method: "get",
+  path: "/cdp/insights/ltv",
+  tags: ["Insights"],
+  summary: "Brand lifetime value: totals and distribution",
+  security: apiKeySecurity,
+  responses: { 200: json("LTV"), ...errorResponses(401, 403, 405) },
+});
+
+const rfm = createRoute({
+  method: "get",
+  path: "/cdp/insights/rfm",
+  tags: ["Insights"],
+  summary: "Customers per RFM tier and score",
+  security: apiKeySecurity,
+  responses: { 200: json("RFM"), ...errorResponses(401, 403, 405) },
+});
+
+const products = createRoute({
+  method: "get",
+  path: "/cdp/insights/products",
+  tags: ["Insights"],
+  summary: "The brand's top products by completed-order revenue",
+  security: apiKeySecurity,
+  request: { query: z.object({ limit: limitParam(100, 10) }) },
+  responses: { 200: json("Top products"), ...errorResponses(400, 401, 403, 405) },
+});
+
+const atRisk = createRoute({
+  method: "get",
+  path: "/cdp/insights/at-risk",
+  tags: ["Insights"],
+  summary: "Customers past twice their order cadence, most valuable first",
+  security: apiKeySecurity,
+  request: { query: z.object({ limit: limitParam(), offset: offsetParam }) },
+  responses: { 200: json("A page of at-risk customers"), ...errorResponses(400, 401, 403, 405) },
+});
+
+const integrations = createRoute({
+  method: "get",
+  path: "/cdp/integrations",
+  tags: ["Commerce"],
+  summary: "The brand's connected integrations (no settings, no credentials)",
+  security: apiKeySecurity,
+  responses: { 200: json("Integrations"), ...errorResponses(401, 403, 405) },
+});
+
+/** Customers, insights and integrations, behind the commerce gate. */
+export function customerRoutes(deps: AppDeps) {
+  const resolve = async (c: Context<AppEnv>, identifier: string) => {
+    const scope = requireCommerce(c);
+    const brand = { brandId: c.get("auth").brandId, scope };
+    const resolved = await resolveCustomer(deps.sql, brand, identifier);
+    if (!resolved) throw new HttpError(404, "not_found", "Customer not found");
+    return { brand, resolved };
+  };
+  return newRouter()
+    .openapi(record, async (c) => {
+      const identifier = c.req.valid("param").identifier;
+      const { brand, resolved } = await resolve(c, identifier);
+      return c.json(await customerRecord(deps.sql, brand, identifier, resolved, deps.now()), 200);
+    })
+    .openapi(orders, async (c) => {
+      const { brand, resolved } = await resolve(c, c.req.valid("param").identifier);
+      const page = c.req.valid("query");
+      assertWithinWindow(page);
+      const result = await listOrders(
+        deps.sql,
+        brand.brandId,
+        { contactId: resolved.contactId },
+        page,
+      );
+      return c.json({
+        ...pageEnvelope({
+          list: result.list,
+          totalSize: result.total,
+          offset: page.offset,
+          limit: page.limit,
+        }),
+        nextCursor: null,
+        scope: brand.scope,
+      }, 200);
+    })
+    .openapi(insights, async (c) => {
+      const identifier = c.req.valid("param").identifier;
+      const { brand, resolved } = await resolve(c, identifier);
+      return c.json({
+        identifier,
+        matched_by: resolved.matchedBy,
+        scope: brand.scope,
+        insights: await customerInsights(deps.sql, brand.brandId, resolved.contactId, deps.now()),
+      }, 200);
+    })
+    .openapi(ltv, async (c) => {
+      const scope = requireCommerce(c);
+      return c.json({ scope, ...(await brandLtv(deps.sql, c.get("auth").brandId)) }, 200);
+    })
+    .openapi(rfm, async (c) => {
+      const scope = requireCommerce(c);
+      return c.json({ scope, ...(await brandRfm(deps.sql, c.get("auth").brandId)) }, 200);
+    })
+    .openapi(products, async (c) => {
+      const scope = requireCommerce(c);
+      const list = await brandProducts(deps.sql, c.get("auth").brandId, c.req.valid("query").limit);
+      return c.json({ scope, list }, 200);
+    })
+    .openapi(atRisk, async (c) => {
+      const scope = requireCommerce(c);
+      const page = c.req.valid("query");
+      assertWithinWindow(page);
+      const result = await atRiskCustomers(deps.sql, c.get("auth").brandId, page, deps.now());
+      return c.json({
+        ...pageEnvelope({
+          list: result.list,
+          totalSize: result.total,
+          offset: page.offset,
+          limit: page.limit,
+        }),
+        nextCursor: null,
+        scope,
+      }, 200);
+    })
+    .openapi(integrations, async (c) => {
+      const scope = requireCommerce(c);
+      return c.json({ scope, list: await integrationsOf(deps.sql, c.get("auth").brandId) }, 200);
+    });
+}
