@@ -8,8 +8,8 @@ import { importNdjson } from "./commerce/import.ts";
 import {
   OrderLineSchema,
   SubscriptionLineSchema,
-  upsertOrder,
-  upsertSubscription,
+  upsertOrders,
+  upsertSubscriptions,
 } from "./commerce/orders.ts";
 import { summarizeUsage } from "./usage.ts";
 import { type Config, loadConfig } from "./config.ts";
@@ -251,12 +251,14 @@ function _importCommand(kind: "orders" | "subscriptions") {
         ? await importNdjson(stores.sql, {
           stream,
           schema: OrderLineSchema,
-          apply: (tx, line) => upsertOrder(tx, { brandId: input.brandId, line, newId, now }),
+          applyBatch: (tx, lines) =>
+            upsertOrders(tx, { brandId: input.brandId, lines, newId, now }),
         })
         : await importNdjson(stores.sql, {
           stream,
           schema: SubscriptionLineSchema,
-          apply: (tx, line) => upsertSubscription(tx, { brandId: input.brandId, line, newId, now }),
+          applyBatch: (tx, lines) =>
+            upsertSubscriptions(tx, { brandId: input.brandId, lines, newId, now }),
         });
     },
   });

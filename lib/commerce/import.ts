@@ -14,8 +14,8 @@ const _MAX_LISTED = 10_000;
 const _BATCH = 500;
 
 /**
- * Imports NDJSON from a byte stream: one object a line, validated by `schema`, applied by
- * `apply` in transactions of up to 500 lines. Reads line by line, so a file of any size never
+ * Imports NDJSON from a byte stream: one object a line, validated by `schema`, written by
+ * `applyBatch` in transactions of up to 500 lines. Reads line by line, so a file of any size never
  * sits in memory. A line that fails validation or its write is reported with its line number
  * and errors; the other lines of its batch still land (a failed batch is retried line by line).
  * Blank lines are skipped.
@@ -25,7 +25,8 @@ export async function importNdjson<S extends z.ZodType>(
   input: {
     stream: ReadableStream<Uint8Array>;
     schema: S;
-    apply: (tx: Tx, line: z.infer<S>) => Promise<unknown>;
+    /** Writes a batch of valid lines in the given transaction. */
+    applyBatch: (tx: Tx, lines: z.infer<S>[]) => Promise<unknown>;
   },
 ): Promise<ImportResult> {
   const result: ImportResult = { imported: 0, rejected: [] };
@@ -40,14 +41,14 @@ export async function importNdjson<S extends z.ZodType>(
     batch = [];
     try {
       await sql.begin(async (tx) => {
-        for (const item of current) await input.apply(tx as unknown as Tx, item.value);
+        await input.applyBatch(tx as unknown as Tx, current.map((item) => item.value));
       });
       result.imported += current.length;
     } catch {
       // Find the culprit(s): each line on its own.
       for (const item of current) {
         try {
-          await sql.begin(async (tx) => await input.apply(tx as unknown as Tx, item.value));
+          await sql.begin(async (tx) => await input.applyBatch(tx as unknown as Tx, [item.value]));
           result.imported++;
         } catch (err) {
           reject(item.line, [err instanceof Error ? err.message : String(err)]);

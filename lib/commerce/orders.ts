@@ -89,81 +89,187 @@ export type OrderLine = z.infer<typeof OrderLineSchema>;
 export type SubscriptionLine = z.infer<typeof SubscriptionLineSchema>;
 type _Customer = z.infer<typeof CustomerSchema>;
 
-/**
- * Upserts a contact: matched by Shopify customer id, then normalized email, then E.164 phone;
- * fields it lacked are filled in. Null when the customer carries no usable identifier.
- */
-export async function upsertContact(
-  tx: Tx,
-  input: { brandId: string; customer: _Customer; newId: () => string; now: Date },
-): Promise<string | null> {
-  const shopifyId = input.customer.shopify_customer_id ?? null;
-  const email = normalizeEmail(input.customer.email);
-  const phone = normalizePhone(input.customer.phone);
-  if (!shopifyId && !email && !phone) return null;
-  const [found] = await tx<{ id: string }[]>`
-    select id from contacts
-    where brand_id = ${input.brandId}
-      and ((${shopifyId}::text is not null and shopify_customer_id = ${shopifyId})
-        or (${email}::text is not null and email = ${email})
-        or (${phone}::text is not null and phone = ${phone}))
-    order by (shopify_customer_id = ${shopifyId}) desc nulls last,
-             (email = ${email}) desc nulls last, created_at
-    limit 1`;
-  const first = input.customer.first_name ?? null;
-  const last = input.customer.last_name ?? null;
-  if (found) {
-    await tx`
-      update contacts set
-        shopify_customer_id = coalesce(shopify_customer_id, ${shopifyId}),
-        email = coalesce(${email}, email),
-        phone = coalesce(${phone}, phone),
-        first_name = coalesce(${first}, first_name),
-        last_name = coalesce(${last}, last_name),
-        updated_at = ${input.now}
-      where id = ${found.id}`;
-    return found.id;
-  }
-  // A UUID, as the customer lookup classifies identifiers (spec 4.11).
-  const id = crypto.randomUUID();
-  await tx`
-    insert into contacts (id, brand_id, shopify_customer_id, email, phone, first_name, last_name,
-                          created_at, updated_at)
-    values (${id}, ${input.brandId}, ${shopifyId}, ${email}, ${phone}, ${first}, ${last},
-            ${input.now}, ${input.now})`;
-  return id;
+interface _ContactRow {
+  id: string;
+  shopify_customer_id: string | null;
+  email: string | null;
+  phone: string | null;
+  first_name: string | null;
+  last_name: string | null;
 }
 
-/** Stores an order line, replacing the order with the same external id (idempotent). */
-export async function upsertOrder(
+/**
+ * Upserts the contacts of many customers at once (two statements whatever their number) and
+ * returns each one's contact id, null for a customer without a usable identifier. A customer
+ * matches an existing contact by Shopify customer id, then normalized email, then E.164 phone
+ * (the oldest contact first); a match gets the Shopify id it lacked, the newer email, phone and
+ * names. Customers of one batch naming the same new person share one new contact.
+ */
+export async function upsertContacts(
   tx: Tx,
-  input: { brandId: string; line: OrderLine; newId: () => string; now: Date },
-): Promise<string> {
-  const { line } = input;
-  const contactId = line.customer
-    ? await upsertContact(tx, { ...input, customer: line.customer })
-    : null;
-  const [order] = await tx<{ id: string }[]>`
+  input: { brandId: string; customers: (_Customer | null | undefined)[]; now: Date },
+): Promise<(string | null)[]> {
+  const wanted = input.customers.map((c) =>
+    c
+      ? {
+        shopifyId: c.shopify_customer_id ?? null,
+        email: normalizeEmail(c.email),
+        phone: normalizePhone(c.phone),
+        first: c.first_name ?? null,
+        last: c.last_name ?? null,
+      }
+      : null
+  );
+  const values = (pick: (w: NonNullable<(typeof wanted)[number]>) => string | null) => [
+    ...new Set(wanted.flatMap((w) => (w && pick(w) ? [pick(w)!] : []))),
+  ];
+  const [shopifyIds, emails, phones] = [
+    values((w) => w.shopifyId),
+    values((w) => w.email),
+    values((w) => w.phone),
+  ];
+  if (shopifyIds.length + emails.length + phones.length === 0) return wanted.map(() => null);
+  const existing = await tx<_ContactRow[]>`
+    select id, shopify_customer_id, email, phone, first_name, last_name from contacts
+    where brand_id = ${input.brandId}
+      and (shopify_customer_id = any(${shopifyIds}::text[]) or email = any(${emails}::text[])
+           or phone = any(${phones}::text[]))
+    order by created_at, id`;
+  const byShopify = new Map<string, _ContactRow>();
+  const byEmail = new Map<string, _ContactRow>();
+  const byPhone = new Map<string, _ContactRow>();
+  const index = (row: _ContactRow) => {
+    if (row.shopify_customer_id && !byShopify.has(row.shopify_customer_id)) {
+      byShopify.set(row.shopify_customer_id, row);
+    }
+    if (row.email && !byEmail.has(row.email)) byEmail.set(row.email, row);
+    if (row.phone && !byPhone.has(row.phone)) byPhone.set(row.phone, row);
+  };
+  existing.forEach(index);
+  const created: _ContactRow[] = [];
+  const changed = new Set<_ContactRow>();
+  const ids = wanted.map((w) => {
+    if (!w || (!w.shopifyId && !w.email && !w.phone)) return null;
+    let row = (w.shopifyId ? byShopify.get(w.shopifyId) : undefined) ??
+      (w.email ? byEmail.get(w.email) : undefined) ?? (w.phone ? byPhone.get(w.phone) : undefined);
+    if (!row) {
+      // A UUID, as the customer lookup classifies identifiers (spec 4.11).
+      row = {
+        id: crypto.randomUUID(),
+        shopify_customer_id: w.shopifyId,
+        email: w.email,
+        phone: w.phone,
+        first_name: w.first,
+        last_name: w.last,
+      };
+      created.push(row);
+    } else {
+      const next = {
+        ...row,
+        shopify_customer_id: row.shopify_customer_id ?? w.shopifyId,
+        email: w.email ?? row.email,
+        phone: w.phone ?? row.phone,
+        first_name: w.first ?? row.first_name,
+        last_name: w.last ?? row.last_name,
+      };
+      if (JSON.stringify(next) !== JSON.stringify(row)) {
+        Object.assign(row, next);
+        changed.add(row);
+      }
+    }
+    index(row);
+    return row.id;
+  });
+  if (created.length > 0) {
+    await tx`
+      insert into contacts (id, brand_id, shopify_customer_id, email, phone, first_name, last_name,
+                            created_at, updated_at)
+      select x.id, ${input.brandId}, x.shopify_customer_id, x.email, x.phone, x.first_name,
+             x.last_name, ${input.now}, ${input.now}
+      from jsonb_to_recordset(${tx.json(created as never)}::jsonb) as x(
+        id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)`;
+  }
+  const updates = [...changed].filter((row) => !created.includes(row));
+  if (updates.length > 0) {
+    await tx`
+      update contacts c set shopify_customer_id = x.shopify_customer_id, email = x.email,
+             phone = x.phone, first_name = x.first_name, last_name = x.last_name,
+             updated_at = ${input.now}
+      from jsonb_to_recordset(${tx.json(updates as never)}::jsonb) as x(
+        id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)
+      where c.id = x.id`;
+  }
+  return ids;
+}
+
+/** Upserts one customer's contact; see {@linkcode upsertContacts}. */
+export async function upsertContact(
+  tx: Tx,
+  input: { brandId: string; customer: _Customer; now: Date },
+): Promise<string | null> {
+  return (await upsertContacts(tx, { ...input, customers: [input.customer] }))[0]!;
+}
+
+/** The last line of each external id: a batch may name one order twice. */
+function _lastPerExternalId<T extends { external_id: string }>(lines: T[]): T[] {
+  return [...new Map(lines.map((line) => [line.external_id, line])).values()];
+}
+
+/**
+ * Stores order lines set-based (a handful of statements per batch), each replacing the order
+ * with the same external id and its line items (idempotent). Returns each line's order id.
+ */
+export async function upsertOrders(
+  tx: Tx,
+  input: { brandId: string; lines: OrderLine[]; newId: () => string; now: Date },
+): Promise<string[]> {
+  // Every line's customer counts, in order, as if applied one by one; then the last line of
+  // each order id wins.
+  const contactIds = await upsertContacts(tx, {
+    brandId: input.brandId,
+    customers: input.lines.map((line) => line.customer),
+    now: input.now,
+  });
+  const lines = _lastPerExternalId(
+    input.lines.map((line, i) => ({ ...line, contactId: contactIds[i] })),
+  );
+  const rows = lines.map((line) => ({
+    id: `ord_${input.newId()}`,
+    external_id: line.external_id,
+    number: line.number,
+    state: line.state,
+    billing_status: line.billing_status,
+    total: line.total,
+    currency_code: line.currency_code,
+    contact_id: line.contactId,
+    created_at: line.created_at,
+    processed_at: line.processed_at ?? null,
+    updated_at: line.updated_at ?? null,
+    recovered_at: line.recovered_at ?? null,
+  }));
+  const stored = await tx<{ id: string; external_id: string }[]>`
     insert into orders (id, brand_id, external_id, number, state, billing_status, total,
                         currency_code, contact_id, created_at, processed_at, updated_at,
                         recovered_at, synced_at)
-    values (${`ord_${input.newId()}`}, ${input.brandId}, ${line.external_id}, ${line.number},
-            ${line.state}, ${line.billing_status}, ${line.total}::numeric, ${line.currency_code},
-            ${contactId}, ${line.created_at}, ${line.processed_at ?? null}, ${
-    line.updated_at ?? null
-  },
-            ${line.recovered_at ?? null}, ${input.now})
+    select x.id, ${input.brandId}, x.external_id, x.number, x.state, x.billing_status,
+           x.total::numeric, x.currency_code, x.contact_id, x.created_at, x.processed_at,
+           x.updated_at, x.recovered_at, ${input.now}
+    from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
+      id text, external_id text, number text, state text, billing_status text, total text,
+      currency_code text, contact_id text, created_at timestamptz, processed_at timestamptz,
+      updated_at timestamptz, recovered_at timestamptz)
     on conflict (brand_id, external_id) do update set
       number = excluded.number, state = excluded.state, billing_status = excluded.billing_status,
       total = excluded.total, currency_code = excluded.currency_code,
       contact_id = excluded.contact_id, created_at = excluded.created_at,
       processed_at = excluded.processed_at, updated_at = excluded.updated_at,
       recovered_at = excluded.recovered_at, synced_at = excluded.synced_at
-    returning id`;
-  await tx`delete from order_line_items where order_id = ${order!.id}`;
-  if (line.line_items.length > 0) {
-    const items = line.line_items.map((item, position) => ({
-      order_id: order!.id,
+    returning id, external_id`;
+  const idOf = new Map(stored.map((row) => [row.external_id, row.id]));
+  await tx`delete from order_line_items where order_id = any(${[...idOf.values()]}::text[])`;
+  const items = lines.flatMap((line) =>
+    line.line_items.map((item, position) => ({
+      order_id: idOf.get(line.external_id)!,
       position,
       title: item.title,
       quantity: item.quantity,
@@ -172,7 +278,9 @@ export async function upsertOrder(
       product_id: item.product_id ?? null,
       variant_id: item.variant_id ?? null,
       variant_title: item.variant_title ?? null,
-    }));
+    }))
+  );
+  if (items.length > 0) {
     await tx`
       insert into order_line_items (order_id, position, title, quantity, price, sku, product_id,
                                     variant_id, variant_title)
@@ -182,28 +290,58 @@ export async function upsertOrder(
         order_id text, position integer, title text, quantity integer, price text, sku text,
         product_id text, variant_id text, variant_title text)`;
   }
-  return order!.id;
+  return input.lines.map((line) => idOf.get(line.external_id)!);
 }
 
-/** Stores a subscription line, replacing the contract with the same external id. */
+/** Stores one order line; see {@linkcode upsertOrders}. */
+export async function upsertOrder(
+  tx: Tx,
+  input: { brandId: string; line: OrderLine; newId: () => string; now: Date },
+): Promise<string> {
+  return (await upsertOrders(tx, { ...input, lines: [input.line] }))[0]!;
+}
+
+/** Stores subscription lines set-based, each replacing the contract with the same external id. */
+export async function upsertSubscriptions(
+  tx: Tx,
+  input: { brandId: string; lines: SubscriptionLine[]; newId: () => string; now: Date },
+): Promise<string[]> {
+  const contactIds = await upsertContacts(tx, {
+    brandId: input.brandId,
+    customers: input.lines.map((line) => line.customer),
+    now: input.now,
+  });
+  const lines = _lastPerExternalId(
+    input.lines.map((line, i) => ({ ...line, contactId: contactIds[i] })),
+  );
+  const rows = lines.map((line) => ({
+    id: `sub_${input.newId()}`,
+    external_id: line.external_id,
+    status: line.status,
+    next_billing_date: line.next_billing_date ?? null,
+    contact_id: line.contactId,
+  }));
+  const stored = await tx<{ id: string; external_id: string }[]>`
+    insert into subscriptions (id, brand_id, external_id, status, next_billing_date, contact_id,
+                               created_at, updated_at)
+    select x.id, ${input.brandId}, x.external_id, x.status, x.next_billing_date, x.contact_id,
+           ${input.now}, ${input.now}
+    from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
+      id text, external_id text, status text, next_billing_date timestamptz, contact_id text)
+    on conflict (brand_id, external_id) do update set
+      status = excluded.status, next_billing_date = excluded.next_billing_date,
+      contact_id = excluded.contact_id, updated_at = excluded.updated_at
+    returning id, external_id`;
+  const idOf = new Map(stored.map((row) => [row.external_id, row.id]));
+  return input.lines.map((line) => idOf.get(line.external_id)!);
+}
+
+/** Stores one subscription line; see {@linkcode upsertSubscriptions}. */
 export async function upsertSubscription(
   tx: Tx,
   input: { brandId: string; line: SubscriptionLine; newId: () => string; now: Date },
 ): Promise<string> {
-  const { line } = input;
-  const contactId = line.customer
-    ? await upsertContact(tx, { ...input, customer: line.customer })
-    : null;
-  const [row] = await tx<{ id: string }[]>`
-    insert into subscriptions (id, brand_id, external_id, status, next_billing_date, contact_id,
-                               created_at, updated_at)
-    values (${`sub_${input.newId()}`}, ${input.brandId}, ${line.external_id}, ${line.status},
-            ${line.next_billing_date ?? null}, ${contactId}, ${input.now}, ${input.now})
-    on conflict (brand_id, external_id) do update set
-      status = excluded.status, next_billing_date = excluded.next_billing_date,
-      contact_id = excluded.contact_id, updated_at = excluded.updated_at
-    returning id`;
-  return row!.id;
+  return (await upsertSubscriptions(tx, { ...input, lines: [input.line] }))[0]!;
 }
 
 /** Renders an exact numeric amount as a 2-decimal string. */

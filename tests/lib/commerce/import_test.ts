@@ -5,8 +5,8 @@ import { importNdjson } from "../../../lib/commerce/import.ts";
 import {
   OrderLineSchema,
   SubscriptionLineSchema,
-  upsertOrder,
-  upsertSubscription,
+  upsertOrders,
+  upsertSubscriptions,
 } from "../../../lib/commerce/orders.ts";
 import type { Sql } from "../../../lib/db.ts";
 import { openTokenCipher } from "../../../lib/token_cipher.ts";
@@ -58,8 +58,8 @@ const importOrders = (sql: Sql, brandId: string, text: string) =>
   importNdjson(sql, {
     stream: stream(text),
     schema: OrderLineSchema,
-    apply: (tx, line) =>
-      upsertOrder(tx, { brandId, line, newId, now: new Date("2026-11-21T00:00:00Z") }),
+    applyBatch: (tx, lines) =>
+      upsertOrders(tx, { brandId, lines, newId, now: new Date("2026-11-21T00:00:00Z") }),
   });
 
 Deno.test("import: lines are applied, bad ones reported with line numbers, blank lines skipped", async () => {
@@ -229,7 +229,8 @@ Deno.test("import: subscriptions are upserted by external id with their contact"
     const result = await importNdjson(sql, {
       stream: stream(lines.map((l) => JSON.stringify(l)).join("\n")),
       schema: SubscriptionLineSchema,
-      apply: (tx, line) => upsertSubscription(tx, { brandId, line, newId, now: new Date() }),
+      applyBatch: (tx, lines) =>
+        upsertSubscriptions(tx, { brandId, lines, newId, now: new Date() }),
     });
     assert.equal(result.imported, 3);
     assert.deepEqual(result.rejected.map((r) => r.line), [4]);
@@ -243,5 +244,30 @@ Deno.test("import: subscriptions are upserted by external id with their contact"
         { n: number },
       ];
     assert.equal(n, 1);
+  });
+});
+
+Deno.test("import: within one batch, one new customer is one contact and the last line of an id wins", async () => {
+  await withBrand(async (sql, brandId) => {
+    const lines = [
+      order("1", { customer: { email: "new@example.com" } }),
+      order("2", { customer: { email: "NEW@example.com", phone: "+1 613 555 2222" } }),
+      order("3", { customer: { phone: "+16135552222", shopify_customer_id: "77" } }),
+      order("1", { total: "99.00", customer: { shopify_customer_id: "77" } }),
+    ];
+    const result = await importOrders(sql, brandId, lines.map((l) => JSON.stringify(l)).join("\n"));
+    assert.equal(result.imported, 4);
+    const contacts = await sql`select shopify_customer_id, email, phone from contacts`;
+    assert.deepEqual([...contacts], [{
+      shopify_customer_id: "77",
+      email: "new@example.com",
+      phone: "+16135552222",
+    }]);
+    const orders = await sql`select external_id, total::text from orders order by external_id`;
+    assert.deepEqual([...orders], [
+      { external_id: "1", total: "99.00" },
+      { external_id: "2", total: "10.00" },
+      { external_id: "3", total: "10.00" },
+    ]);
   });
 });
