@@ -11,6 +11,7 @@ import { metaRoutes } from "../routes/meta.ts";
 import { profileRoutes } from "../routes/profiles.ts";
 import { queryRoutes } from "../routes/query.ts";
 import { segmentRoutes } from "../routes/segments.ts";
+import { webhookRoutes } from "../routes/webhooks.ts";
 import type { AppDeps, AppEnv } from "./app_env.ts";
 import { apiKeyAuth, sessionTokenAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
@@ -88,6 +89,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", queryRoutes(deps));
   app.route("/", commerceRoutes(deps));
   app.route("/", customerRoutes(deps));
+  app.route("/", webhookRoutes(deps));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

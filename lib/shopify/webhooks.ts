@@ -1,0 +1,408 @@
+/**
+ * Shopify webhooks (design.md section 7): signature verification and what each topic does.
+ *
+ * Every effect runs in one transaction with the insert of its `webhook_deliveries` row
+ * (`on conflict do nothing`): a repeated `X-Shopify-Webhook-Id` finds the row and is acknowledged
+ * without being applied again, and a delivery whose effect fails leaves no row, so Shopify's
+ * retry applies it.
+ */
+import type { Sql, Tx } from "../db.ts";
+import { HttpError } from "../errors.ts";
+import {
+  normalizeEmail,
+  normalizePhone,
+  type OrderLine,
+  upsertContact,
+  upsertOrder,
+  upsertSubscription,
+} from "../commerce/orders.ts";
+import {
+  mapShopifyCustomer,
+  mapShopifyOrder,
+  mapShopifySubscription,
+  type Payload,
+  shopifyId,
+} from "./order_mapping.ts";
+
+/** Order topics: the payload is an order, mapped and upserted. */
+export const ORDER_TOPICS = [
+  "orders/create",
+  "orders/updated",
+  "orders/paid",
+  "orders/cancelled",
+  "orders/fulfilled",
+] as const;
+export const CUSTOMER_TOPICS = ["customers/create", "customers/update"] as const;
+export const SUBSCRIPTION_TOPICS = [
+  "subscription_contracts/create",
+  "subscription_contracts/update",
+] as const;
+/** Topics honoured even once the integration is disconnected (they arrive after uninstall). */
+export const LIFECYCLE_TOPICS = [
+  "app/uninstalled",
+  "customers/redact",
+  "customers/data_request",
+  "shop/redact",
+] as const;
+
+/** Every topic with an effect; any other topic is acknowledged and ignored. */
+export const WEBHOOK_TOPICS: readonly string[] = [
+  ...ORDER_TOPICS,
+  ...CUSTOMER_TOPICS,
+  ...SUBSCRIPTION_TOPICS,
+  ...LIFECYCLE_TOPICS,
+];
+
+/** The HMAC-SHA256 key of the app secret, for {@linkcode verifyShopifyHmac}. */
+export async function importWebhookKey(secret: string): Promise<CryptoKey> {
+  return await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(secret),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign", "verify"],
+  );
+}
+
+/**
+ * True when `header` is the base64 HMAC-SHA256 of exactly these body bytes. The comparison is
+ * crypto.subtle.verify's, in constant time; a missing or malformed header is just a mismatch.
+ */
+export async function verifyShopifyHmac(
+  key: CryptoKey,
+  body: Uint8Array<ArrayBuffer>,
+  header: string | undefined,
+): Promise<boolean> {
+  const signature = _fromBase64(header?.trim() ?? "");
+  if (!signature) return false;
+  return await crypto.subtle.verify("HMAC", key, signature, body);
+}
+
+/** The base64 HMAC-SHA256 of a body, as Shopify sends it (tests and local tooling). */
+export async function signShopifyWebhook(
+  key: CryptoKey,
+  body: Uint8Array<ArrayBuffer>,
+): Promise<string> {
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, body));
+  return btoa(String.fromCharCode(...mac));
+}
+
+function _fromBase64(text: string): Uint8Array<ArrayBuffer> | null {
+  if (text.length === 0 || text.length > 128 || !/^[A-Za-z0-9+/]+={0,2}$/.test(text)) return null;
+  try {
+    return Uint8Array.from(atob(text), (char) => char.charCodeAt(0));
+  } catch {
+    return null;
+  }
+}
+
+/** One verified delivery. */
+export interface WebhookDelivery {
+  topic: string;
+  /** Normalized (`*.myshopify.com`, lower case). */
+  shop: string;
+  webhookId: string;
+  payload: Payload;
+}
+
+/** What became of a delivery; every outcome is acknowledged with 200. */
+export interface WebhookResult {
+  outcome: "applied" | "duplicate" | "stale" | "ignored";
+  /** Why an `ignored` delivery was ignored. */
+  reason?: "unknown_shop" | "unsupported_topic" | "integration_disconnected" | "no_identifier";
+}
+
+/** What {@linkcode applyWebhook} needs. */
+export interface WebhookDeps {
+  sql: Sql;
+  now: () => Date;
+  newId: () => string;
+  /** Structured log lines (customers/data_request); console.log by default. */
+  log?: (line: Record<string, unknown>) => void;
+}
+
+type _Effect = (tx: Tx) => Promise<WebhookResult>;
+
+/**
+ * Applies a verified delivery. An unknown shop is ignored without a trace (not ours; answering
+ * anything but 2xx would only make Shopify retry for 48 hours). A payload that does not map is
+ * 400 before anything is written.
+ */
+export async function applyWebhook(
+  deps: WebhookDeps,
+  delivery: WebhookDelivery,
+): Promise<WebhookResult> {
+  const [integration] = await deps.sql<{ brand_id: string; status: string }[]>`
+    select brand_id, status from integrations
+    where shop_domain = ${delivery.shop} and provider = 'shopify'`;
+  if (!integration) return { outcome: "ignored", reason: "unknown_shop" };
+  _checkPayloadShop(delivery);
+  const connected = integration.status === "connected";
+  const effect = _effect(deps, delivery, integration.brand_id, connected);
+  const now = deps.now();
+  return await deps.sql.begin(async (sql) => {
+    const tx = sql as unknown as Tx;
+    const recorded = await tx`
+      insert into webhook_deliveries (shop_domain, webhook_id, topic, received_at)
+      values (${delivery.shop}, ${delivery.webhookId}, ${delivery.topic}, ${now})
+      on conflict (shop_domain, webhook_id) do nothing
+      returning 1`;
+    if (recorded.length === 0) return { outcome: "duplicate" } satisfies WebhookResult;
+    return await effect(tx);
+  });
+}
+
+/** Privacy and shop payloads name their shop; it must be the one of the header. */
+function _checkPayloadShop(delivery: WebhookDelivery): void {
+  const named = delivery.payload.shop_domain ?? delivery.payload.myshopify_domain;
+  if (named === undefined || named === null) return;
+  if (typeof named !== "string" || named.trim().toLowerCase() !== delivery.shop) {
+    throw new HttpError(400, "bad_request", "the payload names another shop than the header");
+  }
+}
+
+/** Maps the payload (400 when it does not map) and returns the effect to run. */
+function _effect(
+  deps: WebhookDeps,
+  delivery: WebhookDelivery,
+  brandId: string,
+  connected: boolean,
+): _Effect {
+  const { topic, payload } = delivery;
+  const base = { brandId, newId: deps.newId, now: deps.now() };
+  const isDataTopic = !(LIFECYCLE_TOPICS as readonly string[]).includes(topic);
+  if (!WEBHOOK_TOPICS.includes(topic)) {
+    return () => Promise.resolve({ outcome: "ignored", reason: "unsupported_topic" });
+  }
+  if (isDataTopic && !connected) {
+    // After app/uninstalled (or an operator's disconnect) nothing is synced: a late retry must not
+    // bring back data that shop/redact is about to erase.
+    return () => Promise.resolve({ outcome: "ignored", reason: "integration_disconnected" });
+  }
+  if ((ORDER_TOPICS as readonly string[]).includes(topic)) {
+    const line = mapShopifyOrder(payload);
+    return (tx) => _applyOrder(tx, { ...base, line });
+  }
+  if ((CUSTOMER_TOPICS as readonly string[]).includes(topic)) {
+    const customer = mapShopifyCustomer(payload);
+    const updatedAt = _timestamp(payload.updated_at);
+    return (tx) => _applyCustomer(tx, { ...base, customer, updatedAt });
+  }
+  if ((SUBSCRIPTION_TOPICS as readonly string[]).includes(topic)) {
+    const line = mapShopifySubscription(payload);
+    const revision = shopifyId(payload.revision_id) ?? null;
+    return (tx) => _applySubscription(tx, { ...base, line, revision });
+  }
+  switch (topic) {
+    case "app/uninstalled":
+      return async (tx) => {
+        await _disconnect(tx, brandId, base.now, { clearToken: false });
+        return { outcome: "applied" };
+      };
+    case "customers/redact": {
+      const request = _redactRequest(payload);
+      return (tx) => _redactCustomer(tx, { ...base, ...request });
+    }
+    case "customers/data_request": {
+      const customer = _object(payload.customer);
+      const line = {
+        level: "info",
+        msg: "shopify customers/data_request",
+        shop: delivery.shop,
+        webhook_id: delivery.webhookId,
+        data_request_id: shopifyId(_object(payload.data_request)?.id) ?? null,
+        shopify_customer_id: shopifyId(customer?.id) ?? null,
+        orders_requested: Array.isArray(payload.orders_requested)
+          ? payload.orders_requested.length
+          : 0,
+      };
+      return () => {
+        // The data goes to the merchant out of band; this line is the record (no personal data).
+        (deps.log ?? ((l) => console.log(JSON.stringify(l))))(line);
+        return Promise.resolve({ outcome: "applied" });
+      };
+    }
+    case "shop/redact":
+      return async (tx) => {
+        await tx`delete from order_line_items
+                 where order_id in (select id from orders where brand_id = ${brandId})`;
+        await tx`delete from orders where brand_id = ${brandId}`;
+        await tx`delete from subscriptions where brand_id = ${brandId}`;
+        await tx`delete from contacts where brand_id = ${brandId}`;
+        await _disconnect(tx, brandId, base.now, { clearToken: true });
+        return { outcome: "applied" };
+      };
+  }
+  return () => Promise.resolve({ outcome: "ignored", reason: "unsupported_topic" });
+}
+
+/** Serializes the deliveries that touch one record, so that the stale check holds. */
+async function _lock(tx: Tx, key: string): Promise<void> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
+}
+
+async function _applyOrder(
+  tx: Tx,
+  input: { brandId: string; line: OrderLine; newId: () => string; now: Date },
+): Promise<WebhookResult> {
+  const { line } = input;
+  await _lock(tx, `order|${input.brandId}|${line.external_id}`);
+  const [stored] = await tx<
+    { updated_at: Date | null; recovered_at: Date | null; customer_redacted_at: Date | null }[]
+  >`
+    select updated_at, recovered_at, customer_redacted_at from orders
+    where brand_id = ${input.brandId} and external_id = ${line.external_id}`;
+  if (_older(line.updated_at, stored?.updated_at)) return { outcome: "stale" };
+  await upsertOrder(tx, {
+    ...input,
+    line: {
+      ...line,
+      // Not in Shopify's payload: keep what an import recorded.
+      recovered_at: stored?.recovered_at?.toISOString() ?? line.recovered_at ?? null,
+      // A redacted customer is never attached again, whatever a late delivery carries.
+      customer: stored?.customer_redacted_at ? null : line.customer,
+    },
+  });
+  return { outcome: "applied" };
+}
+
+async function _applyCustomer(
+  tx: Tx,
+  input: {
+    brandId: string;
+    customer: ReturnType<typeof mapShopifyCustomer>;
+    updatedAt: Date | null;
+    newId: () => string;
+    now: Date;
+  },
+): Promise<WebhookResult> {
+  const shopifyCustomerId = input.customer.shopify_customer_id;
+  await _lock(tx, `contact|${input.brandId}|${shopifyCustomerId}`);
+  const [stored] = await tx<{ source_updated_at: Date | null }[]>`
+    select source_updated_at from contacts
+    where brand_id = ${input.brandId} and shopify_customer_id = ${shopifyCustomerId}`;
+  if (
+    input.updatedAt && stored?.source_updated_at &&
+    input.updatedAt.getTime() < stored.source_updated_at.getTime()
+  ) {
+    return { outcome: "stale" };
+  }
+  const id = await upsertContact(tx, input);
+  if (!id) return { outcome: "ignored", reason: "no_identifier" };
+  if (input.updatedAt) {
+    await tx`update contacts set source_updated_at = ${input.updatedAt} where id = ${id}`;
+  }
+  return { outcome: "applied" };
+}
+
+async function _applySubscription(
+  tx: Tx,
+  input: {
+    brandId: string;
+    line: ReturnType<typeof mapShopifySubscription>;
+    revision: string | null;
+    newId: () => string;
+    now: Date;
+  },
+): Promise<WebhookResult> {
+  const { line, revision } = input;
+  await _lock(tx, `subscription|${input.brandId}|${line.external_id}`);
+  const [stored] = await tx<{ source_revision: string | null }[]>`
+    select source_revision::text as source_revision from subscriptions
+    where brand_id = ${input.brandId} and external_id = ${line.external_id}`;
+  if (revision && stored?.source_revision && BigInt(revision) < BigInt(stored.source_revision)) {
+    return { outcome: "stale" };
+  }
+  await upsertSubscription(tx, input);
+  if (revision) {
+    await tx`update subscriptions set source_revision = ${revision}::numeric
+             where brand_id = ${input.brandId} and external_id = ${line.external_id}`;
+  }
+  return { outcome: "applied" };
+}
+
+/** Disconnects the brand's integration; the shop stays its scope. */
+async function _disconnect(
+  tx: Tx,
+  brandId: string,
+  now: Date,
+  options: { clearToken: boolean },
+): Promise<void> {
+  await tx`
+    update integrations
+    set status = 'disconnected', updated_at = ${now},
+        access_token_ciphertext = case when ${options.clearToken} then null
+                                       else access_token_ciphertext end
+    where brand_id = ${brandId} and provider = 'shopify'`;
+}
+
+interface _RedactRequest {
+  shopifyCustomerId: string | null;
+  email: string | null;
+  phone: string | null;
+  orderIds: string[];
+}
+
+function _redactRequest(payload: Payload): _RedactRequest {
+  const customer = _object(payload.customer);
+  const orders = payload.orders_to_redact ?? [];
+  if (!customer || !Array.isArray(orders)) {
+    throw new HttpError(
+      400,
+      "bad_request",
+      "payload does not map: customers/redact needs customer and orders_to_redact",
+    );
+  }
+  return {
+    shopifyCustomerId: shopifyId(customer.id) ?? null,
+    email: normalizeEmail(typeof customer.email === "string" ? customer.email : null),
+    phone: normalizePhone(typeof customer.phone === "string" ? customer.phone : null),
+    orderIds: orders.map((id) => shopifyId(id)).filter((id): id is string => id !== undefined),
+  };
+}
+
+/**
+ * customers/redact: deletes the brand's contacts matching the customer (Shopify id, normalized
+ * email or E.164 phone), with every personal field they held; their orders and the listed
+ * `orders_to_redact` stay (totals, line items, dates) but lose their customer link for good; their
+ * subscriptions stay without a customer.
+ */
+async function _redactCustomer(
+  tx: Tx,
+  input: _RedactRequest & { brandId: string; now: Date },
+): Promise<WebhookResult> {
+  const contacts = await tx<{ id: string }[]>`
+    select id from contacts
+    where brand_id = ${input.brandId}
+      and ((${input.shopifyCustomerId}::text is not null
+            and shopify_customer_id = ${input.shopifyCustomerId})
+        or (${input.email}::text is not null and email = ${input.email})
+        or (${input.phone}::text is not null and phone = ${input.phone}))`;
+  const contactIds = contacts.map((row) => row.id);
+  await tx`
+    update orders set contact_id = null, customer_redacted_at = ${input.now}
+    where brand_id = ${input.brandId}
+      and (contact_id = any(${contactIds}::text[]) or external_id = any(${input.orderIds}::text[]))`;
+  await tx`update subscriptions set contact_id = null
+           where brand_id = ${input.brandId} and contact_id = any(${contactIds}::text[])`;
+  await tx`delete from contacts where brand_id = ${input.brandId} and id = any(${contactIds}::text[])`;
+  return { outcome: "applied" };
+}
+
+/** True when `incoming` is strictly older than `stored` (both present). */
+function _older(incoming: string | null | undefined, stored: Date | null | undefined): boolean {
+  if (!incoming || !stored) return false;
+  return Date.parse(incoming) < stored.getTime();
+}
+
+function _timestamp(value: unknown): Date | null {
+  if (typeof value !== "string") return null;
+  const time = Date.parse(value);
+  return Number.isNaN(time) ? null : new Date(time);
+}
+
+function _object(value: unknown): Payload | null {
+  return value !== null && typeof value === "object" && !Array.isArray(value)
+    ? value as Payload
+    : null;
+}

@@ -1,0 +1,118 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import type { AppDeps } from "../lib/app_env.ts";
+import { parseShopDomain } from "../lib/brands.ts";
+import { HttpError } from "../lib/errors.ts";
+import { errorResponses, newRouter } from "../lib/openapi.ts";
+import { parseShopifyJson } from "../lib/shopify/order_mapping.ts";
+import {
+  applyWebhook,
+  importWebhookKey,
+  verifyShopifyHmac,
+  WEBHOOK_TOPICS,
+} from "../lib/shopify/webhooks.ts";
+
+// Documented, never rejected here: the signature is checked before any header is judged.
+const _header = (example: string, description: string) =>
+  z.string().optional().openapi({ example, description });
+
+const shopifyWebhook = createRoute({
+  method: "post",
+  path: "/webhooks/shopify",
+  tags: ["Webhooks"],
+  summary: "Shopify webhooks (signed with the app secret, no credential)",
+  description: "The body is authenticated by `X-Shopify-Hmac-Sha256`, the base64 HMAC-SHA256 " +
+    "of the raw body with `SHOPIFY_API_SECRET` (constant-time comparison); a bad or missing " +
+    "signature is 401 and changes nothing, checked before anything else is looked at. A " +
+    "repeated `X-Shopify-Webhook-Id` is acknowledged and not applied twice. Topics with an " +
+    `effect: ${WEBHOOK_TOPICS.join(", ")}; others, and shops that are not integrations, are ` +
+    "acknowledged (200) and ignored, since Shopify retries any other answer for 48 hours.",
+  request: {
+    headers: z.object({
+      "x-shopify-topic": _header("orders/create", "The webhook topic"),
+      "x-shopify-shop-domain": _header("acme.myshopify.com", "The shop it concerns"),
+      "x-shopify-webhook-id": _header(
+        "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+        "The delivery's id, the same on every retry",
+      ),
+      "x-shopify-hmac-sha256": _header(
+        "XWmrwMey6OsLMeiZKwP4FppHH3cmAiiJJAweH5Jo4bM=",
+        "base64 HMAC-SHA256 of the raw body with the app secret",
+      ),
+    }),
+    body: {
+      required: true,
+      description: "The topic's Shopify payload (REST shape)",
+      // Not a zod schema: the raw bytes must reach the handler unparsed for the signature.
+      content: { "application/json": { schema: { type: "object" } as never } },
+    },
+  },
+  responses: {
+    200: {
+      description: "Acknowledged: applied, a duplicate, stale, or ignored",
+      content: {
+        "application/json": {
+          schema: z.object({
+            received: z.literal(true),
+            outcome: z.enum(["applied", "duplicate", "stale", "ignored"]),
+            reason: z.enum([
+              "unknown_shop",
+              "unsupported_topic",
+              "integration_disconnected",
+              "no_identifier",
+            ]).optional(),
+          }),
+        },
+      },
+    },
+    ...errorResponses(400, 401, 405, 413, 503),
+  },
+});
+
+/** POST /webhooks/shopify (design.md section 7). */
+export function webhookRoutes(deps: AppDeps) {
+  const secret = deps.config.shopify.apiSecret;
+  const key = secret ? importWebhookKey(secret) : null;
+  return newRouter().openapi(shopifyWebhook, async (c) => {
+    if (!key) {
+      throw new HttpError(503, "service_unavailable", "SHOPIFY_API_SECRET is not configured");
+    }
+    const body = new Uint8Array(await c.req.arrayBuffer());
+    if (!(await verifyShopifyHmac(await key, body, c.req.header("x-shopify-hmac-sha256")))) {
+      throw new HttpError(401, "unauthorized", "Missing or invalid X-Shopify-Hmac-Sha256");
+    }
+    const topic = c.req.header("x-shopify-topic")?.trim();
+    const shopHeader = c.req.header("x-shopify-shop-domain");
+    const webhookId = c.req.header("x-shopify-webhook-id")?.trim();
+    const missing = [
+      topic ? null : "X-Shopify-Topic",
+      shopHeader ? null : "X-Shopify-Shop-Domain",
+      webhookId ? null : "X-Shopify-Webhook-Id",
+    ].filter((name) => name !== null);
+    if (missing.length > 0) {
+      throw new HttpError(400, "bad_request", `missing header: ${missing.join(", ")}`);
+    }
+    if (topic!.length > 100 || webhookId!.length > 255) {
+      throw new HttpError(400, "bad_request", "X-Shopify-Topic or X-Shopify-Webhook-Id too long");
+    }
+    const shop = parseShopDomain(shopHeader!);
+    if (!shop) {
+      throw new HttpError(400, "bad_request", "X-Shopify-Shop-Domain is not a *.myshopify.com");
+    }
+    let payload: unknown;
+    try {
+      payload = parseShopifyJson(new TextDecoder("utf-8", { fatal: true }).decode(body));
+    } catch {
+      throw new HttpError(400, "bad_request", "body is not valid JSON");
+    }
+    if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
+      throw new HttpError(400, "bad_request", "body is not a JSON object");
+    }
+    const result = await applyWebhook(deps, {
+      topic: topic!.toLowerCase(),
+      shop,
+      webhookId: webhookId!,
+      payload: payload as Record<string, unknown>,
+    });
+    return c.json({ received: true as const, ...result }, 200);
+  });
+}

@@ -1,0 +1,56 @@
+/** Shopify webhook payloads shared by the mapping and route tests. */
+
+/** A trimmed orders/create payload, as Shopify documents it. */
+export function shopifyOrder(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    id: 820982911946154,
+    admin_graphql_api_id: "gid://shopify/Order/820982911946154",
+    name: "#1001",
+    order_number: 1001,
+    email: "bob@example.com",
+    phone: null,
+    contact_email: "bob@example.com",
+    created_at: "2026-01-02T03:04:05-05:00",
+    processed_at: "2026-01-02T03:04:06-05:00",
+    updated_at: "2026-01-02T03:04:07-05:00",
+    cancelled_at: null,
+    closed_at: null,
+    currency: "USD",
+    presentment_currency: "USD",
+    total_price: "199.99",
+    subtotal_price: "189.99",
+    financial_status: "paid",
+    fulfillment_status: null,
+    source_name: "web",
+    test: false,
+    customer: {
+      id: 207119551,
+      email: "Bob@Example.com",
+      phone: "+1 613 555 1111",
+      first_name: "Bob",
+      last_name: "Norman",
+      state: "enabled",
+    },
+    line_items: [{
+      id: 466157049,
+      title: "IPod Nano - 8gb",
+      name: "IPod Nano - 8gb - green",
+      quantity: 2,
+      price: "30.00",
+      sku: "IPOD2008GREEN",
+      product_id: 632910392,
+      variant_id: 39072856,
+      variant_title: "green",
+    }, {
+      id: 466157050,
+      title: "Custom engraving",
+      quantity: 1,
+      price: "129.99",
+      sku: "",
+      product_id: null,
+      variant_id: null,
+      variant_title: null,
+    }],
+    ...extra,
+  };
+}
