@@ -8,6 +8,7 @@ import { eventRoutes } from "../routes/events.ts";
 import { ingestRoutes } from "../routes/ingest.ts";
 import { keyRoutes } from "../routes/keys.ts";
 import { metaRoutes } from "../routes/meta.ts";
+import { productRoutes } from "../routes/products.ts";
 import { profileRoutes } from "../routes/profiles.ts";
 import { queryRoutes } from "../routes/query.ts";
 import { segmentRoutes } from "../routes/segments.ts";
@@ -88,6 +89,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", segmentRoutes(deps));
   app.route("/", queryRoutes(deps));
   app.route("/", commerceRoutes(deps));
+  app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps));
   app.route("/", webhookRoutes(deps));
   app.route("/", metaRoutes(deps, app));

@@ -2,6 +2,7 @@ import type { BrandContext } from "./brands.ts";
 import type { Config } from "./config.ts";
 import type { Sql } from "./db.ts";
 import type { Engine } from "./engine/engine.ts";
+import type { ShopifyAdmin } from "./shopify/admin_client.ts";
 
 /** Everything the app needs from outside, passed in so tests can swap stores and the clock. */
 export interface AppDeps {
@@ -13,6 +14,8 @@ export interface AppDeps {
   now: () => Date;
   newId: () => string;
   config: Config;
+  /** The Shopify Admin API client; built from `config` when absent. */
+  shopify?: ShopifyAdmin;
 }
 
 /** The authenticated caller of a request. */

@@ -24,6 +24,8 @@ const envSchema = z.object({
   SYNC_BUDGET_MS: z.coerce.number().int().min(1).max(60_000).default(5000),
   INGEST_RETRY_BACKOFF_MS: z.string().regex(/^\d+(,\d+){0,4}$/, "up to 5 comma-separated ms")
     .default("1000,5000,30000,120000,600000"),
+  PRODUCT_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+  SHOPIFY_MAX_RETRIES: z.coerce.number().int().min(0).max(5).default(2),
 });
 
 /** Validated service configuration. */
@@ -52,6 +54,10 @@ export interface Config {
   trustProxy: boolean;
   syncBudgetMs: number;
   ingestRetryBackoffMs: number[];
+  /** Lifetime of a cached Admin API product read; 0 turns the cache off. */
+  productCacheTtlSeconds: number;
+  /** Retries of a throttled Admin API call (THROTTLED or HTTP 429) before answering 429. */
+  shopifyMaxRetries: number;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -89,5 +95,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     trustProxy: e.TRUST_PROXY === "true",
     syncBudgetMs: e.SYNC_BUDGET_MS,
     ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),
+    productCacheTtlSeconds: e.PRODUCT_CACHE_TTL_SECONDS,
+    shopifyMaxRetries: e.SHOPIFY_MAX_RETRIES,
   };
 }

@@ -62,3 +62,8 @@ export function deadLetterKey(messageId: string): Deno.KvKey {
 export function deadLetterPrefix(): Deno.KvKey {
   return ["dead_letters"];
 }
+
+/** A cached Admin API product read of one shop: kind `list` (id `<first>:<after>`) or `product`. */
+export function productCacheKey(shop: string, kind: "list" | "product", id: string): Deno.KvKey {
+  return ["product_cache", shop, kind, id];
+}

@@ -135,7 +135,9 @@ export interface TestContext {
   clock: TestClock;
   config: Config;
   /** Creates a brand (shop and beta by default) and one API key for it. */
-  seedBrand(options?: { name?: string; shop?: string | null; beta?: boolean }): Promise<{
+  seedBrand(
+    options?: { name?: string; shop?: string | null; beta?: boolean; accessToken?: string },
+  ): Promise<{
     brandId: string;
     scope: string | null;
     key: string;
@@ -184,6 +186,7 @@ export async function createTestContext(
       const brand = await createBrand({ sql: database.sql, newId, now: clock.now, cipher }, {
         name: options.name ?? "Test brand",
         ...(shop === null ? {} : { shop }),
+        ...(options.accessToken === undefined ? {} : { accessToken: options.accessToken }),
         beta: options.beta ?? true,
       });
       const issued = await issueApiKey({ kv, now: clock.now, newId }, { brandId: brand.id });
