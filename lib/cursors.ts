@@ -1,4 +1,5 @@
 import { HttpError } from "./errors.ts";
+import { assertWithinWindow } from "./pagination.ts";
 import { cursorKey } from "./kv_keys.ts";
 
 /** What a cursor is bound to: only the same brand, route and resource may redeem it. */
@@ -69,4 +70,42 @@ export async function readCursor<T>(
     throw new HttpError(400, "bad_request", "cursor was issued for another resource");
   }
   return stored.position;
+}
+
+/** Where a keyset page starts: after this id, `offset` rows into the listing. */
+export interface KeysetStart {
+  after?: string;
+  offset: number;
+}
+
+/**
+ * Where a keyset-paged list starts: the cursor's position (the offset is then ignored), or the
+ * plain offset page, which must stay within the window. Lists sorted otherwise than by id
+ * (`keyset` false) page by offset only, so a cursor there is 400.
+ */
+export async function keysetStart(
+  deps: Omit<CursorDeps, "ttlMs">,
+  query: { cursor?: string; limit: number; offset: number },
+  binding: CursorBinding,
+  keyset = true,
+): Promise<KeysetStart> {
+  if (query.cursor === undefined) {
+    assertWithinWindow(query);
+    return { offset: query.offset };
+  }
+  if (!keyset) {
+    throw new HttpError(400, "bad_request", "cursors page the default sort only; use offset");
+  }
+  return await readCursor<Required<KeysetStart>>(deps, query.cursor, binding);
+}
+
+/** The cursor of the page after this one, or null at the end (and for non-keyset sorts). */
+export async function nextKeysetCursor(
+  deps: CursorDeps,
+  binding: CursorBinding,
+  page: { more: boolean; lastId: string | undefined; offset: number; count: number },
+  keyset = true,
+): Promise<string | null> {
+  if (!keyset || !page.more || page.lastId === undefined) return null;
+  return await mintCursor(deps, binding, { after: page.lastId, offset: page.offset + page.count });
 }

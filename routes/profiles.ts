@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
-import { mintCursor, readCursor } from "../lib/cursors.ts";
+import { keysetStart, nextKeysetCursor } from "../lib/cursors.ts";
 import {
   EVENT_SORTS,
   findProfile,
@@ -161,11 +161,6 @@ const sessions = createRoute({
   },
 });
 
-interface _Position {
-  after: string;
-  offset: number;
-}
-
 /** Profiles, their events and sessions. */
 export function profileRoutes(deps: AppDeps) {
   const cursorDeps = { kv: deps.kv, now: deps.now, ttlMs: deps.config.cursorTtlSeconds * 1000 };
@@ -180,20 +175,15 @@ export function profileRoutes(deps: AppDeps) {
         route: "/cdp/profiles",
         resource: JSON.stringify([query.bucket, query.q ?? null]),
       };
-      const position = await _position(cursorDeps, query, binding);
-      const page = await listProfiles(deps.sql, scope, {
-        ...query,
-        offset: position?.offset ?? query.offset,
-        after: position?.after,
-      });
-      const offset = position?.offset ?? query.offset;
-      const last = page.list.at(-1);
-      const nextCursor = page.more && last && query.sort === "itemId.keyword:asc"
-        ? await mintCursor(cursorDeps, binding, {
-          after: last.itemId,
-          offset: offset + page.list.length,
-        })
-        : null;
+      const keyset = query.sort === "itemId.keyword:asc";
+      const { after, offset } = await keysetStart(cursorDeps, query, binding, keyset);
+      const page = await listProfiles(deps.sql, scope, { ...query, offset, after });
+      const nextCursor = await nextKeysetCursor(cursorDeps, binding, {
+        more: page.more,
+        lastId: page.list.at(-1)?.itemId,
+        offset,
+        count: page.list.length,
+      }, keyset);
       const identities = Object.fromEntries(
         page.list.map((p) => [p.itemId, identityOf(p.properties)]),
       );
@@ -231,8 +221,8 @@ export function profileRoutes(deps: AppDeps) {
           query.to ?? null,
         ]),
       };
-      const position = await _position(cursorDeps, query, binding);
-      const offset = position?.offset ?? query.offset;
+      const keyset = query.sort === "itemId.keyword:asc";
+      const { after, offset } = await keysetStart(cursorDeps, query, binding, keyset);
       const page = await listProfileEvents(
         deps.sql,
         scope,
@@ -242,16 +232,15 @@ export function profileRoutes(deps: AppDeps) {
           from: query.from ? new Date(query.from) : undefined,
           to: query.to ? new Date(query.to) : undefined,
           offset,
-          after: position?.after,
+          after,
         },
       );
-      const last = page.list.at(-1);
-      const nextCursor = page.more && last && query.sort === "itemId.keyword:asc"
-        ? await mintCursor(cursorDeps, binding, {
-          after: last.itemId,
-          offset: offset + page.list.length,
-        })
-        : null;
+      const nextCursor = await nextKeysetCursor(cursorDeps, binding, {
+        more: page.more,
+        lastId: page.list.at(-1)?.itemId,
+        offset,
+        count: page.list.length,
+      }, keyset);
       return c.json({
         ...pageEnvelope({
           list: page.list,
@@ -280,23 +269,4 @@ export function profileRoutes(deps: AppDeps) {
         scope,
       }, 200);
     });
-}
-
-/**
- * The keyset position of a cursor request (offset is then ignored), or null for an offset page,
- * which must stay within the window. Cursors only exist for the default sort.
- */
-async function _position(
-  deps: { kv: Deno.Kv; now: () => Date },
-  query: { cursor?: string; sort: string; limit: number; offset: number },
-  binding: { brandId: string; route: string; resource: string },
-): Promise<_Position | null> {
-  if (query.cursor === undefined) {
-    assertWithinWindow(query);
-    return null;
-  }
-  if (query.sort !== "itemId.keyword:asc") {
-    throw new HttpError(400, "bad_request", "cursors page the default sort only; use offset");
-  }
-  return await readCursor<_Position>(deps, query.cursor, binding);
 }

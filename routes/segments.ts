@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
-import { mintCursor, readCursor } from "../lib/cursors.ts";
+import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/cursors.ts";
 import { identityOf } from "../lib/engine/profiles.ts";
 import {
   countMembers,
@@ -250,25 +250,20 @@ export function segmentRoutes(deps: AppDeps) {
         route: "/cdp/segments/:id/members",
         resource: segment.id,
       };
-      let position: { after: string; offset: number } | null = null;
-      if (query.cursor !== undefined) {
-        position = await readCursor(cursorDeps, query.cursor, binding);
-      } else assertWithinWindow(query);
-      const offset = position?.offset ?? query.offset;
+      const { after, offset } = await keysetStart(cursorDeps, query, binding);
       const now = deps.now();
       const page = await segmentMembers(deps.sql, segment, {
         limit: query.limit,
-        offset: position ? 0 : query.offset,
-        after: position?.after,
+        offset,
+        after,
         now,
       });
-      const last = page.list.at(-1);
-      const nextCursor = page.more && last
-        ? await mintCursor(cursorDeps, binding, {
-          after: last.itemId,
-          offset: offset + page.list.length,
-        })
-        : null;
+      const nextCursor = await nextKeysetCursor(cursorDeps, binding, {
+        more: page.more,
+        lastId: page.list.at(-1)?.itemId,
+        offset,
+        count: page.list.length,
+      });
       return c.json({
         ...pageEnvelope({
           list: page.list,

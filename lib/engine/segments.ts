@@ -120,7 +120,10 @@ export async function listSegments(
   return { list: rows.map((row) => _view(scope, row)), total: count!.n };
 }
 
-/** Members of a segment in id order after `after` (keyset), at most `limit`, plus whether more remain. */
+/**
+ * Members of a segment in id order, at most `limit`, plus whether more remain: after `after`
+ * (keyset; `offset` is then ignored) or from `offset`.
+ */
 export async function segmentMembers(
   sql: Sql,
   segment: SegmentView,
@@ -133,7 +136,7 @@ export async function segmentMembers(
       and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
       ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
     order by p.item_id
-    limit ${page.limit + 1} offset ${page.offset ?? 0}`;
+    limit ${page.limit + 1} offset ${page.after === undefined ? (page.offset ?? 0) : 0}`;
   return {
     list: rows.slice(0, page.limit).map((row) => profileView(row as never)),
     more: rows.length > page.limit,

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { type CursorBinding, type CursorDeps, mintCursor, readCursor } from "../../lib/cursors.ts";
+import {
+  type CursorBinding,
+  type CursorDeps,
+  keysetStart,
+  mintCursor,
+  nextKeysetCursor,
+  readCursor,
+} from "../../lib/cursors.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { cursorKey } from "../../lib/kv_keys.ts";
 import { type TestClock, testClock } from "../test_support.ts";
@@ -139,4 +146,45 @@ Deno.test("cursors: another brand â†’ 403 forbidden; another route or resource â
     // None of the refused reads consumed the cursor.
     assert.equal(await readCursor(deps, token, BINDING), "pos");
   });
+});
+
+Deno.test("keysetStart and nextKeysetCursor: offset pages within the window, cursor pages beyond", async () => {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const clock = testClock();
+    const deps = { kv, now: clock.now, ttlMs: 60_000 };
+    const binding = { brandId: "b1", route: "/cdp/profiles", resource: "" };
+    assert.deepEqual(await keysetStart(deps, { limit: 25, offset: 50 }, binding), { offset: 50 });
+    await assert.rejects(keysetStart(deps, { limit: 25, offset: 9_990 }, binding), HttpError);
+    const cursor = await nextKeysetCursor(deps, binding, {
+      more: true,
+      lastId: "p75",
+      offset: 50,
+      count: 25,
+    });
+    assert.ok(cursor);
+    assert.deepEqual(
+      await keysetStart(deps, { cursor: cursor!, limit: 25, offset: 9_999_999 }, binding),
+      { after: "p75", offset: 75 },
+    );
+    await assert.rejects(
+      keysetStart(deps, { cursor: cursor!, limit: 25, offset: 0 }, binding, false),
+      HttpError,
+    );
+    assert.equal(
+      await nextKeysetCursor(deps, binding, { more: false, lastId: "p", offset: 0, count: 1 }),
+      null,
+    );
+    assert.equal(
+      await nextKeysetCursor(
+        deps,
+        binding,
+        { more: true, lastId: "p", offset: 0, count: 1 },
+        false,
+      ),
+      null,
+    );
+  } finally {
+    kv.close();
+  }
 });
