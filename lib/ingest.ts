@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { AppDeps } from "./app_env.ts";
 import type { EventBatch, IngestEvent } from "./engine/engine.ts";
 import { type ErrorCode, HttpError } from "./errors.ts";
-import { enqueueBatch, MAX_STORED_EVENT_BYTES, serializedSize } from "./ingest_queue.ts";
+import { enqueueBatch, MAX_STORED_EVENT_BYTES, storedSizeBound } from "./ingest_queue.ts";
 
 /** Events per batch (spec section 8). */
 export const MAX_ASYNC_BATCH = 50;
@@ -121,9 +121,10 @@ export function validateBatch(
     }
     // JSON bytes are the documented limit; the stored size (numbers take 9 bytes) must also fit
     // one queue message, or a valid event could never be queued.
+    const json = JSON.stringify(parsed.data);
     if (
-      new TextEncoder().encode(JSON.stringify(raw)).length > MAX_EVENT_BYTES ||
-      serializedSize(parsed.data) > MAX_STORED_EVENT_BYTES
+      new TextEncoder().encode(json).length > MAX_EVENT_BYTES ||
+      storedSizeBound(parsed.data, json) > MAX_STORED_EVENT_BYTES
     ) {
       rejected.push({
         index,

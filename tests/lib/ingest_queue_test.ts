@@ -1,3 +1,4 @@
+import { serialize } from "node:v8";
 import assert from "node:assert/strict";
 import type { Sql } from "../../lib/db.ts";
 import {
@@ -13,7 +14,7 @@ import {
   isEventsMessage,
   listDeadLetters,
   replayDeadLetter,
-  serializedSize,
+  storedSizeBound,
   writeDeadLetter,
 } from "../../lib/ingest_queue.ts";
 import { deadLetterKey } from "../../lib/kv_keys.ts";
@@ -464,7 +465,7 @@ Deno.test("chunkEvents: sizes are measured as KV stores them, so number-heavy ev
   }));
   const chunks = chunkEvents(events);
   assert.ok(chunks.length > 1);
-  for (const chunk of chunks) assert.ok(serializedSize({ events: chunk }) < 65_536);
+  for (const chunk of chunks) assert.ok(serialize({ events: chunk }).byteLength < 65_536);
   const kv = await Deno.openKv(":memory:");
   try {
     await enqueueBatch(kv, {
@@ -482,5 +483,50 @@ Deno.test("chunkEvents: sizes are measured as KV stores them, so number-heavy ev
     });
   } finally {
     kv.close();
+  }
+});
+
+Deno.test("storedSizeBound: never below what Deno KV stores, for any mix of values", () => {
+  let seed = 7;
+  const random = (k: number) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed % k;
+  };
+  const value = (depth: number): unknown => {
+    switch (random(depth > 3 ? 6 : 9)) {
+      case 0:
+        return random(2) ? random(1e6) : (random(1e9) - 5e8) / 7;
+      case 1:
+        return "x".repeat(random(20_000));
+      case 2:
+        return "é😀漢".repeat(random(2_000));
+      case 3:
+        return random(2) === 1;
+      case 4:
+        return null;
+      case 5:
+        return Array.from({ length: random(2_000) }, (_, i) => i / 3);
+      case 6:
+        return Array.from({ length: random(20) }, () => value(depth + 1));
+      default:
+        return Object.fromEntries(
+          Array.from(
+            { length: random(20) },
+            (_, i) => [`k${i}${"é".repeat(random(2))}`, value(depth + 1)],
+          ),
+        );
+    }
+  };
+  for (let i = 0; i < 1_500; i++) {
+    const event = {
+      id: "e",
+      eventType: "page_viewed",
+      profileId: "p",
+      properties: { v: value(0) },
+    };
+    assert.ok(
+      storedSizeBound(event) >= serialize(event).byteLength,
+      JSON.stringify(event).slice(0, 80),
+    );
   }
 });
