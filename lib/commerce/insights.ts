@@ -287,17 +287,9 @@ export async function atRiskCustomers(
   now: Date,
 ) {
   const brandMedian = await _medianGap(sql, brandId);
-  const rows = await sql<{
-    contact_id: string;
-    email: string | null;
-    shopify_customer_id: string | null;
-    order_count: number;
-    spend: string;
-    last_order_at: Date;
-    median_gap: number | null;
-    total: number;
-  }[]>`
-    with customers as (
+  const risky = sql`
+    select contact_id, order_count, spend, last_order_at, median_gap
+    from (
       select contact_id, count(*)::int as order_count, sum(total) as spend,
              max(created_at) as last_order_at,
              percentile_cont(0.5) within group (order by gap)::float8 as median_gap
@@ -309,18 +301,26 @@ export async function atRiskCustomers(
         where brand_id = ${brandId} and state = 'complete' and contact_id is not null
       ) o
       group by contact_id
-    ),
-    risky as (
-      select * from customers
-      where coalesce(median_gap, ${brandMedian}::float8) > 0
-        and extract(epoch from ${now}::timestamptz - last_order_at) / 86400
-            >= 2 * coalesce(median_gap, ${brandMedian}::float8)
-    )
+    ) customers
+    where coalesce(median_gap, ${brandMedian}::float8) > 0
+      and extract(epoch from ${now}::timestamptz - last_order_at) / 86400
+          >= 2 * coalesce(median_gap, ${brandMedian}::float8)`;
+  const rows = await sql<{
+    contact_id: string;
+    email: string | null;
+    shopify_customer_id: string | null;
+    order_count: number;
+    spend: string;
+    last_order_at: Date;
+    median_gap: number | null;
+  }[]>`
     select r.contact_id, c.email, c.shopify_customer_id, r.order_count, r.spend::text as spend,
-           r.last_order_at, r.median_gap, count(*) over ()::int as total
-    from risky r join contacts c on c.id = r.contact_id
+           r.last_order_at, r.median_gap
+    from (${risky}) r join contacts c on c.id = r.contact_id
     order by r.spend desc, r.contact_id
     limit ${page.limit} offset ${page.offset}`;
+  const [count] = await sql<{ n: number }[]>`
+    select count(*)::int as n from (select 1 from (${risky}) r limit ${OFFSET_WINDOW + 1}) capped`;
   return {
     list: rows.map((r) => ({
       contact_id: r.contact_id,
@@ -331,6 +331,6 @@ export async function atRiskCustomers(
       last_order_at: r.last_order_at.toISOString(),
       ..._churn(_daysSince(r.last_order_at, now), r.median_gap, brandMedian),
     })),
-    total: Math.min(rows[0]?.total ?? 0, OFFSET_WINDOW),
+    total: count!.n,
   };
 }

@@ -389,6 +389,8 @@ Deno.test("brand insights: LTV buckets sum to the customer count; RFM tiers; pro
       "150.11",
     ]);
     assert.equal(risky.totalSize, 3);
+    const past = await get(ctx, a.key, "/cdp/insights/at-risk?offset=10");
+    assert.deepEqual([past.list, past.totalSize], [[], 3]);
     const empty = await ctx.seedBrand();
     const nothing = await get(ctx, empty.key, "/cdp/insights/ltv");
     assert.equal(nothing.average_ltv, "0.00");
