@@ -58,7 +58,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     maxAge: 600,
   }));
   app.use(routeGuard(app));
-  app.use(bodyLimit({ maxBytes: deps.config.maxBodyBytes }));
+  // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
+  app.use(
+    except(["/cdp/events", "/cdp/ingest"], bodyLimit({ maxBytes: deps.config.maxBodyBytes })),
+  );
   const metered = [
     usageMeter(deps),
     rateLimit({
