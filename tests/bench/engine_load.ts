@@ -34,7 +34,8 @@
  * BENCH_ITERATIONS (50), BENCH_WARMUP (5), BENCH_EXPORT_ITERATIONS (20), BENCH_PGLITE (1; 0 skips
  * the embedded pass), BENCH_POSTGRES (1; 0 skips the PostgreSQL pass), BENCH_EXPLAIN (a file:
  * after measuring, append EXPLAIN (ANALYZE, BUFFERS) of every statement each side sends, as the
- * driver prepares it, to that file; PostgreSQL only).
+ * driver prepares it, to that file; PostgreSQL only), BENCH_KEEP_DATABASE (1: keep the PostgreSQL
+ * database for diagnosis instead of dropping it; its name is printed).
  */
 import v8 from "node:v8";
 import vm from "node:vm";
@@ -70,6 +71,7 @@ const EXPORT_ITERATIONS = _intEnv("BENCH_EXPORT_ITERATIONS", 20);
 const RUN_PGLITE = Deno.env.get("BENCH_PGLITE") !== "0";
 const RUN_POSTGRES = Deno.env.get("BENCH_POSTGRES") !== "0";
 const EXPLAIN_FILE = Deno.env.get("BENCH_EXPLAIN") || null;
+const KEEP_DATABASE = Deno.env.get("BENCH_KEEP_DATABASE") === "1";
 const SCOPE_A = "a-bench.myshopify.com";
 const SCOPE_B = "b-bench.myshopify.com";
 /** Events of the one heavy profile (k = 50 of brand A, a server profile without aliases). */
@@ -1485,9 +1487,13 @@ async function postgresPass(): Promise<PassResult | null> {
   progress(`${info!.version}; jit=${info!.jit}; parallel workers/gather=${info!.workers}`);
   const name = `bench_engine_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
   await admin`create database ${admin(name)}`;
-  onCleanup(`drop database ${name}`, async () => {
-    await admin`drop database if exists ${admin(name)} with (force)`;
-  });
+  if (KEEP_DATABASE) {
+    progress(`BENCH_KEEP_DATABASE=1: ${name} is kept; drop it with: dropdb --force ${name}`);
+  } else {
+    onCleanup(`drop database ${name}`, async () => {
+      await admin`drop database if exists ${admin(name)} with (force)`;
+    });
+  }
   const url = new URL(PG_URL);
   url.pathname = `/${name}`;
   const sql = postgres(url.toString(), {
