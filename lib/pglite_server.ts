@@ -65,7 +65,9 @@ export async function startPgliteServer(pglite: PGlite, path: string): Promise<P
             for (const message of group) {
               await pglite.execProtocolRawStream(message, {
                 onRawData: (data) => {
-                  if (!candidate.closed) candidate.socket.write(data);
+                  // PGlite reuses the buffer behind `data`; a socket that cannot flush at once
+                  // keeps the view, so it must get its own copy.
+                  if (!candidate.closed) candidate.socket.write(data.slice());
                 },
               });
             }

@@ -103,3 +103,23 @@ Deno.test("pglite server: SSL negotiation is answered 'N' (no TLS on a local soc
     }
   });
 });
+
+Deno.test("pglite server: results far larger than a socket buffer arrive intact", async () => {
+  await withServer(async (path) => {
+    const sql = connect(path, 1);
+    try {
+      const rows = await sql`
+        select i, repeat(chr(65 + i % 26), 100) as pad from generate_series(1, 20000) as i`;
+      assert.equal(rows.length, 20_000);
+      assert.equal(rows[19_999]!.i, 20_000);
+      assert.equal(rows[19_999]!.pad, String.fromCharCode(65 + (20_000 % 26)).repeat(100));
+      let seen = 0;
+      for await (const batch of sql`select i from generate_series(1, 20000) as i`.cursor(1000)) {
+        seen += batch.length;
+      }
+      assert.equal(seen, 20_000);
+    } finally {
+      await sql.end();
+    }
+  });
+});
