@@ -1332,7 +1332,7 @@ function report(pass: PassResult): { text: string; verdicts: Verdict[] } {
   out.push(
     `Data generation (excluded from results): ${(pass.generationMs / 1000).toFixed(1)} s. ` +
       `${ITERATIONS} iterations after ${WARMUP} warm-ups (export: ${EXPORT_ITERATIONS} after 3), ` +
-      "sides alternating; p99 of 50 samples is their maximum.",
+      "sides alternating; with 50 samples or fewer, p99 is the maximum.",
   );
   out.push("");
   out.push(
