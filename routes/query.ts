@@ -150,7 +150,7 @@ const aggregateRoute = createRoute({
 /** The query API (spec 4.10), throttled by createApp and bounded by QUERY_TIMEOUT_MS. */
 export function queryRoutes(deps: AppDeps) {
   const run = <T>(fn: (sql: AppDeps["sql"]) => Promise<T>) =>
-    _evaluated(() => withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn));
+    withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn);
 
   return newRouter()
     .openapi(count, async (c) => {
@@ -214,19 +214,4 @@ function _condition(raw: unknown, itemType: ItemType, scope: string): Condition 
     ? null
     : parseCondition(raw, { itemType, root: "$.condition" });
   return itemType === "profile" ? injectScopePredicate(condition, scope) : condition;
-}
-
-/** A query Postgres refuses to evaluate (a data exception such as a bad regex) is a 502. */
-async function _evaluated<T>(query: () => Promise<T>): Promise<T> {
-  try {
-    return await query();
-  } catch (err) {
-    const code = (err as { code?: unknown })?.code;
-    if (!(err instanceof HttpError) && typeof code === "string" && code.startsWith("22")) {
-      throw new HttpError(502, "upstream_error", "the query could not be evaluated", {
-        cause: err,
-      });
-    }
-    throw err;
-  }
 }

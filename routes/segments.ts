@@ -3,6 +3,7 @@ import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
 import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/cursors.ts";
 import { identityOf } from "../lib/engine/profiles.ts";
+import { withQueryBudget } from "../lib/engine/queries.ts";
 import {
   countMembers,
   createSegment,
@@ -252,12 +253,14 @@ export function segmentRoutes(deps: AppDeps) {
       };
       const { after, offset } = await keysetStart(cursorDeps, query, binding);
       const now = deps.now();
-      const page = await segmentMembers(deps.sql, segment, {
-        limit: query.limit,
-        offset,
-        after,
-        now,
-      });
+      const { page, totalSize } = await withQueryBudget(
+        deps.sql,
+        deps.config.queryTimeoutMs,
+        async (sql) => ({
+          page: await segmentMembers(sql, segment, { limit: query.limit, offset, after, now }),
+          totalSize: await countMembers(sql, segment, now, OFFSET_WINDOW + 1),
+        }),
+      );
       const nextCursor = await nextKeysetCursor(cursorDeps, binding, {
         more: page.more,
         lastId: page.list.at(-1)?.itemId,
@@ -267,7 +270,7 @@ export function segmentRoutes(deps: AppDeps) {
       return c.json({
         ...pageEnvelope({
           list: page.list,
-          totalSize: await countMembers(deps.sql, segment, now, OFFSET_WINDOW + 1),
+          totalSize,
           offset,
           limit: query.limit,
           nextCursor,
@@ -289,7 +292,13 @@ export function segmentRoutes(deps: AppDeps) {
         ? undefined
         : (await readCursor<{ after: string }>(cursorDeps, query.cursor, binding)).after;
       const now = deps.now();
-      const end = await exportPageEnd(deps.sql, segment, { after, limit: query.limit, now });
+      // Finding the page's end evaluates the condition over the whole page, so it carries the
+      // budget; the rows streamed after it are then a bounded id range of that proven page.
+      const end = await withQueryBudget(
+        deps.sql,
+        deps.config.queryTimeoutMs,
+        (sql) => exportPageEnd(sql, segment, { after, limit: query.limit, now }),
+      );
       c.header("Content-Type", "application/x-ndjson");
       if (end.more && end.lastId) {
         c.header("X-Next-Cursor", await mintCursor(cursorDeps, binding, { after: end.lastId }));

@@ -138,7 +138,14 @@ async function _segmentsOf(
     const [row] = await sql`
       select 1 from profiles p
       where p.scope = ${scope} and p.item_id = ${profileId}
-        and ${compileCondition(sql, segment.condition, { itemType: "profile", now })}`;
+        and ${
+      compileCondition(sql, segment.condition, {
+        itemType: "profile",
+        now,
+        scope,
+        single: true,
+      })
+    }`;
     if (row) member.push(segment.id);
   }
   return member;

@@ -236,7 +236,13 @@ export function resolveProperty(
   }
   const fixed = (itemType === "profile" ? _PROFILE_FIELDS : _EVENT_FIELDS).get(name);
   if (fixed) return { ok: true, source: fixed };
-  if (options.allowScope && (name === "scope" || name === "shopDomain")) {
+  // Every profile carries properties.shopDomain = its scope (the engine alone writes it), so the
+  // injected scope predicate reads the indexed column instead.
+  if (
+    options.allowScope &&
+    (name === "scope" || name === "shopDomain" ||
+      (itemType === "profile" && name === "properties.shopDomain"))
+  ) {
     return {
       ok: true,
       source: { kind: "text", column: itemType === "profile" ? "p.scope" : "e.scope" },
@@ -1071,41 +1077,65 @@ function _strip(node: unknown, depth: number): unknown | null {
 // ---------------------------------------------------------------------------------------------
 // Compilation
 
+/** Options of {@linkcode compileCondition}. */
+export interface CompileOptions {
+  itemType: ItemType;
+  /** Anchors date math. */
+  now: Date;
+  /** The scope the enclosing query filters on (`p.scope = scope` or `e.scope = scope`). */
+  scope: string;
+  /**
+   * The enclosing query reads one known profile: event history is then probed per profile
+   * through the profile index instead of resolved for the whole scope at once.
+   */
+  single?: boolean;
+}
+
+interface _Ctx {
+  sql: Sql;
+  now: Date;
+  scope: string;
+  single: boolean;
+}
+
 /**
- * Compiles a validated tree to a boolean SQL fragment over `p` (profiles) or `e` (events); it
- * re-validates (scope references allowed) and throws 400 `invalid_condition` on a bad tree.
- * `now` anchors date math. The fragment is never SQL NULL. Returned synchronously: interpolate
- * it (`sql\`... where p.scope = ${scope} and ${fragment}\``), do not await it.
+ * Compiles a validated tree to a boolean SQL fragment over `p` (profiles) or `e` (events) of
+ * `options.scope`; it re-validates (scope references allowed) and throws 400
+ * `invalid_condition` on a bad tree. The fragment is never SQL NULL and is only meaningful under
+ * the enclosing query's own scope filter. Returned synchronously: interpolate it
+ * (`sql\`... where p.scope = ${scope} and ${fragment}\``), do not await it.
  */
 export function compileCondition(
   sql: Sql,
   condition: Condition,
-  options: { itemType: ItemType; now: Date },
+  options: CompileOptions,
 ): SqlFragment {
   const checked = validateCondition(condition, { itemType: options.itemType, allowScope: true });
   if (!checked.ok) throw _invalid(checked.issues);
-  return _compileNode(sql, checked.condition, options.itemType, options.now);
+  const ctx = { sql, now: options.now, scope: options.scope, single: options.single ?? false };
+  return _compileNode(ctx, checked.condition, options.itemType);
 }
 
-function _compileNode(sql: Sql, node: Condition, context: ItemType, now: Date): SqlFragment {
+function _compileNode(c: _Ctx, node: Condition, context: ItemType): SqlFragment {
+  const { sql } = c;
   const params = node.parameterValues;
   switch (node.type) {
     case "booleanCondition": {
       const parts = (params.subConditions as Condition[]).map((sub) =>
-        _compileNode(sql, sub, context, now)
+        _compileNode(c, sub, context)
       );
       return params.operator === "and" ? _and(sql, parts) : _or(sql, parts);
     }
     case "notCondition":
-      return sql`(not ${_compileNode(sql, params.subCondition as Condition, context, now)})`;
+      return sql`(not ${_compileNode(c, params.subCondition as Condition, context)})`;
     case "matchAllCondition":
       return sql`true`;
     case "eventTypeCondition":
       return sql`(e.event_type = ${params.eventTypeId as string}::text)`;
     case "pastEventCondition":
-      return _compilePastEvents(sql, params, now);
+      return _compilePastEvents(c, params);
     default:
-      return _compileProperty(sql, params, context, now);
+      return _compileProperty(c, params, context);
   }
 }
 
@@ -1117,14 +1147,14 @@ function _or(sql: Sql, parts: SqlFragment[]): SqlFragment {
   return sql`(${parts.reduce((acc, part) => sql`${acc} or ${part}`)})`;
 }
 
-function _compilePastEvents(sql: Sql, params: Record<string, unknown>, now: Date): SqlFragment {
-  const where: SqlFragment[] = [
-    sql`e.scope = p.scope`,
-    sql`e.profile_id = any(array(
-      select p.item_id
-      union all
-      select a.alias_id from profile_aliases a where a.scope = p.scope and a.profile_id = p.item_id))`,
-  ];
+/**
+ * A pastEventCondition. Over a whole scope, the matching events are resolved once to their
+ * (alias-resolved) profiles and joined (a hash semi- or anti-join); probing each profile's
+ * history instead costs an index lookup per profile, which only pays for a single profile.
+ */
+function _compilePastEvents(c: _Ctx, params: Record<string, unknown>): SqlFragment {
+  const { sql, now } = c;
+  const where: SqlFragment[] = [sql`e.scope = ${c.scope}`];
   if (params.numberOfDays !== undefined) {
     const since = new Date(now.getTime() - (params.numberOfDays as number) * _DAY);
     where.push(sql`e.time_stamp > ${since.toISOString()}::timestamptz`);
@@ -1137,20 +1167,58 @@ function _compilePastEvents(sql: Sql, params: Record<string, unknown>, now: Date
     const [, until] = _dateSpan("dateExpr", params.toDate as string, now);
     where.push(sql`e.time_stamp < ${until.toISOString()}::timestamptz`);
   }
-  where.push(_compileNode(sql, params.eventCondition as Condition, "event", now));
-  const matching = sql`select 1 from events e where ${_and(sql, where)}`;
-  if (params.operator === "eventsNotOccurred") return sql`(not exists (${matching}))`;
-  const min = (params.minimumEventCount as number | undefined) ?? 1;
-  const max = params.maximumEventCount as number | undefined;
-  if (max === undefined) {
-    if (min === 0) return sql`true`;
-    if (min === 1) return sql`(exists (${matching}))`;
-    return sql`((select count(*) from (${matching} limit ${min}) as c) >= ${min})`;
+  where.push(_compileNode(c, params.eventCondition as Condition, "event"));
+  const min = params.operator === "eventsNotOccurred"
+    ? 0
+    : (params.minimumEventCount as number | undefined) ?? 1;
+  const max = params.operator === "eventsNotOccurred"
+    ? 0
+    : params.maximumEventCount as number | undefined;
+  if (min === 0 && max === undefined) return sql`true`;
+  return c.single
+    ? _pastEventsOfOne(sql, _and(sql, where), min, max)
+    : _pastEventsOfScope(sql, _and(sql, where), min, max);
+}
+
+function _pastEventsOfScope(
+  sql: Sql,
+  where: SqlFragment,
+  min: number,
+  max: number | undefined,
+): SqlFragment {
+  const matching = sql`
+    select coalesce(a.profile_id, e.profile_id) as pid
+    from events e left join profile_aliases a on a.scope = e.scope and a.alias_id = e.profile_id
+    where ${where}`;
+  // Zero events qualify: the profiles with more than the maximum are the ones excluded.
+  if (min === 0) {
+    const excluded = max === 0 ? matching : sql`${matching} group by 1 having count(*) > ${max!}`;
+    return sql`(not exists (select 1 from (${excluded}) m where m.pid = p.item_id))`;
   }
-  // Counting stops one past the maximum: enough to decide, however many events there are.
-  return sql`((select count(*) from (${matching} limit ${
-    max + 1
-  }) as c) between ${min} and ${max})`;
+  if (min === 1 && max === undefined) return sql`(p.item_id in (${matching}))`;
+  return sql`(p.item_id in (${matching} group by 1 having count(*) >= ${min}${
+    max === undefined ? sql`` : sql` and count(*) <= ${max}`
+  }))`;
+}
+
+function _pastEventsOfOne(
+  sql: Sql,
+  where: SqlFragment,
+  min: number,
+  max: number | undefined,
+): SqlFragment {
+  const matching = sql`select 1 from events e where e.profile_id = any(array(
+      select p.item_id
+      union all
+      select a.alias_id from profile_aliases a where a.scope = p.scope and a.profile_id = p.item_id))
+    and ${where}`;
+  // Counting stops one past the bound that decides: enough, however many events there are.
+  const counted = (limit: number) => sql`(select count(*) from (${matching} limit ${limit}) as c)`;
+  if (max === undefined) {
+    return min === 1 ? sql`(exists (${matching}))` : sql`(${counted(min)} >= ${min})`;
+  }
+  if (max === 0) return sql`(not exists (${matching}))`;
+  return sql`(${counted(max + 1)} between ${min} and ${max})`;
 }
 
 function _column(sql: Sql, column: _Column): SqlFragment {
@@ -1213,9 +1281,12 @@ function _cmpType(kind: _ValueKind): _CmpType {
     : "timestamptz";
 }
 
+const _NULLABLE_COLUMNS: ReadonlySet<_Column> = new Set(["p.first_visit", "p.last_visit"]);
+
 /**
- * True when some value of the property satisfies `pred`: each scalar element of a jsonb
- * property (the value itself when it is not an array), or the column; never NULL.
+ * True when some value of the property satisfies `pred`: each scalar element of a jsonb array,
+ * else the scalar itself, or the column; never NULL. Only arrays pay for the expansion: a
+ * scalar (the common case) is compared in place.
  */
 function _some(
   sql: Sql,
@@ -1223,15 +1294,47 @@ function _some(
   type: _CmpType,
   pred: (scalar: SqlFragment) => SqlFragment,
 ): SqlFragment {
-  if (source.kind !== "json") return sql`coalesce(${pred(_column(sql, source.column))}, false)`;
-  const scalar = type === "text"
+  if (source.kind !== "json") {
+    const column = _column(sql, source.column);
+    return _NULLABLE_COLUMNS.has(source.column)
+      ? sql`coalesce(${pred(column)}, false)`
+      : pred(column);
+  }
+  const value = propertyExpression(sql, source);
+  const element = type === "text"
     ? sql`(x.v #>> '{}')`
     : type === "numeric"
     ? sql`cdp_jsonb_numeric(x.v)`
     : sql`cdp_try_timestamptz(x.v #>> '{}')`;
-  return sql`exists (select 1 from cdp_elements(${propertyExpression(sql, source)}) as x(v) where ${
-    pred(scalar)
-  })`;
+  const array = sql`exists (select 1 from cdp_elements(${value}) as x(v) where ${pred(element)})`;
+  // Each extra read of the path costs about as much as the comparison itself, so the scalar
+  // branch reads it as few times as its type allows.
+  if (type === "numeric") {
+    return sql`(case jsonb_typeof(${value})
+      when 'number' then coalesce(${pred(sql`(${value})::numeric`)}, false)
+      when 'array' then ${array}
+      else false end)`;
+  }
+  const scalar = type === "text"
+    ? sql`(${value} #>> '{}')`
+    : sql`cdp_try_timestamptz(${value} #>> '{}')`;
+  // Objects and JSON null hold no scalar: their text form must not be compared.
+  return sql`(case jsonb_typeof(${value})
+    when 'array' then ${array}
+    when 'object' then false
+    when 'null' then false
+    else coalesce(${pred(scalar)}, false) end)`;
+}
+
+/** Elasticsearch's exists: present, not JSON null, and an array only with a non-null element. */
+function _exists(sql: Sql, value: SqlFragment): SqlFragment {
+  // Spelled out rather than cdp_jsonb_exists(): a function holding a subquery is not inlined,
+  // and calling it per row cost several times the comparison.
+  return sql`(case jsonb_typeof(${value})
+    when 'array' then exists (
+      select 1 from jsonb_array_elements(${value}) as t(x) where jsonb_typeof(x) <> 'null')
+    when 'null' then false
+    else ${value} is not null end)`;
 }
 
 type _Bound = { type: "text" | "numeric"; value: SqlFragment } | {
@@ -1301,33 +1404,37 @@ function _compare(
   }
 }
 
-/** A list of values as `unnest(...) as w(...)` and how a scalar matches one of them. */
+/**
+ * How a scalar matches one of a list of values (`match`), and the list as rows `w(v)` or
+ * `w(lo, hi)` for the `all` operator (`from`).
+ */
 function _list(
   sql: Sql,
   kind: _ValueKind,
   values: unknown[],
   now: Date,
-): { from: SqlFragment; match: (s: SqlFragment) => SqlFragment } {
+): {
+  from: SqlFragment;
+  match: (s: SqlFragment) => SqlFragment;
+  any: (s: SqlFragment) => SqlFragment;
+} {
   const type = _cmpType(kind);
-  if (type === "text") {
+  if (type !== "timestamptz") {
+    const array = type === "text"
+      ? sql`${values as string[]}::text[]`
+      : sql`${values.map(String)}::numeric[]`;
     return {
-      from: sql`unnest(${values as string[]}::text[]) as w(v)`,
+      from: sql`unnest(${array}) as w(v)`,
       match: (s) => sql`${s} = w.v`,
-    };
-  }
-  if (type === "numeric") {
-    return {
-      from: sql`unnest(${values.map(String)}::numeric[]) as w(v)`,
-      match: (s) => sql`${s} = w.v`,
+      any: (s) => sql`${s} = any(${array})`,
     };
   }
   const spans = values.map((v) => _dateSpan(kind as "date" | "dateExpr", v as string, now));
-  return {
-    from: sql`unnest(${spans.map(([lo]) => lo.toISOString())}::timestamptz[], ${
-      spans.map(([, hi]) => hi.toISOString())
-    }::timestamptz[]) as w(lo, hi)`,
-    match: (s) => sql`(${s} >= w.lo and ${s} < w.hi)`,
-  };
+  const from = sql`unnest(${spans.map(([lo]) => lo.toISOString())}::timestamptz[], ${
+    spans.map(([, hi]) => hi.toISOString())
+  }::timestamptz[]) as w(lo, hi)`;
+  const match = (s: SqlFragment) => sql`(${s} >= w.lo and ${s} < w.hi)`;
+  return { from, match, any: (s) => sql`exists (select 1 from ${from} where ${match(s)})` };
 }
 
 const _NEGATIONS: Record<string, string> = {
@@ -1339,24 +1446,29 @@ const _NEGATIONS: Record<string, string> = {
 };
 
 function _compileProperty(
-  sql: Sql,
+  c: _Ctx,
   params: Record<string, unknown>,
   context: ItemType,
-  now: Date,
 ): SqlFragment {
+  const { sql, now } = c;
   const resolved = resolveProperty(context, params.propertyName as string, { allowScope: true });
   if (!resolved.ok) throw new Error(`unvalidated property name: ${resolved.message}`);
   const source = resolved.source;
   const operator = params.comparisonOperator as string;
   const positive = _NEGATIONS[operator];
   if (positive !== undefined) {
-    return sql`(not ${
-      _compileProperty(sql, { ...params, comparisonOperator: positive }, context, now)
-    })`;
+    return sql`(not ${_compileProperty(c, { ...params, comparisonOperator: positive }, context)})`;
+  }
+  // The injected scope predicate restates the enclosing query's own scope filter.
+  if (
+    source.kind === "text" && (source.column === "p.scope" || source.column === "e.scope") &&
+    operator === "equals" && params.propertyValue === c.scope
+  ) {
+    return sql`true`;
   }
   if (operator === "exists" || operator === "missing") {
     const exists = source.kind === "json"
-      ? sql`cdp_jsonb_exists(${propertyExpression(sql, source)})`
+      ? _exists(sql, propertyExpression(sql, source))
       : sql`(${_column(sql, source.column)} is not null)`;
     return operator === "exists" ? exists : sql`(not ${exists})`;
   }
@@ -1409,13 +1521,7 @@ function _compileProperty(
       );
     case "in":
     case "hasSomeOf": {
-      const list = _list(sql, kind, value as unknown[], now);
-      return _some(
-        sql,
-        source,
-        type,
-        (s) => sql`exists (select 1 from ${list.from} where ${list.match(s)})`,
-      );
+      return _some(sql, source, type, _list(sql, kind, value as unknown[], now).any);
     }
     case "all": {
       const list = _list(sql, kind, value as unknown[], now);

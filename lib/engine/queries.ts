@@ -46,9 +46,17 @@ function _from(
   const table = itemType === "profile" ? sql`profiles p` : sql`events e`;
   const scoped = itemType === "profile" ? sql`p.scope = ${scope}` : sql`e.scope = ${scope}`;
   const where = condition
-    ? sql`${scoped} and ${compileCondition(sql, condition, { itemType, now })}`
+    ? sql`${scoped} and ${compileCondition(sql, condition, { itemType, now, scope })}`
     : scoped;
   return { table, where };
+}
+
+/**
+ * The matching items' values as the derived table `v`, computed once per row (`offset 0` keeps
+ * the planner from inlining the expression into every aggregate that reads it).
+ */
+function _values(sql: Sql, value: _Fragment, table: _Fragment, where: _Fragment): _Fragment {
+  return sql`(select ${value} as v from ${table} where ${where} offset 0) as s`;
 }
 
 /** The numeric value of a property, null when absent or not a number (dates: epoch ms). */
@@ -68,16 +76,29 @@ function _timestamp(sql: Sql, source: PropertySource): _Fragment {
   throw new HttpError(400, "bad_request", "date aggregates need a date property");
 }
 
-/** Runs `fn` in a read-only transaction bounded by `timeoutMs` (statement_timeout). */
+/**
+ * Runs `fn` in a read-only transaction bounded by `timeoutMs` (statement_timeout, 503 beyond);
+ * a condition Postgres refuses to evaluate (a data exception such as a bad regex) is 502.
+ */
 export async function withQueryBudget<T>(
   sql: Sql,
   timeoutMs: number,
   fn: (tx: Sql) => Promise<T>,
 ): Promise<T> {
-  return await sql.begin("read only", async (tx) => {
-    await tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`;
-    return await fn(tx as unknown as Sql);
-  }) as T;
+  try {
+    return await sql.begin("read only", async (tx) => {
+      await tx`select set_config('statement_timeout', ${String(timeoutMs)}, true)`;
+      return await fn(tx as unknown as Sql);
+    }) as T;
+  } catch (err) {
+    const code = (err as { code?: unknown })?.code;
+    if (!(err instanceof HttpError) && typeof code === "string" && code.startsWith("22")) {
+      throw new HttpError(502, "upstream_error", "the query could not be evaluated", {
+        cause: err,
+      });
+    }
+    throw err;
+  }
 }
 
 /** POST /cdp/query/{itemType}/count. */
@@ -110,13 +131,11 @@ export async function metrics(
     input.condition,
     input.now,
   );
-  const value = _number(sql, property);
   const [row] = await sql<
     { sum: string | null; avg: string | null; min: string | null; max: string | null }[]
   >`
-    select sum(${value})::text as sum, avg(${value})::text as avg,
-           min(${value})::text as min, max(${value})::text as max
-    from ${table} where ${where}`;
+    select sum(v)::text as sum, avg(v)::text as avg, min(v)::text as min, max(v)::text as max
+    from ${_values(sql, _number(sql, property), table, where)}`;
   const out: Record<string, number | null> = {};
   for (const metric of input.metrics) {
     const raw = row![metric];
@@ -175,15 +194,20 @@ export async function aggregate(
     input.condition,
     input.now,
   );
-  const all = _from(sql, input.itemType, input.scope, null, input.now);
   const spec = input.aggregate;
-  const value = spec.type === "numericRange" ? _number(sql, property) : _timestamp(sql, property);
-  const [totals] = await sql<{ all: number; filtered: number; missing: number }[]>`
-    select (select count(*)::int from ${all.table} where ${all.where}) as all,
-           count(*)::int as filtered,
-           (count(*) filter (where ${value} is null))::int as missing
-    from ${table} where ${where}`;
+  const values = _values(
+    sql,
+    spec.type === "numericRange" ? _number(sql, property) : _timestamp(sql, property),
+    table,
+    where,
+  );
+  // Without a condition every item of the scope is filtered in: no second count.
+  const scoped = _from(sql, input.itemType, input.scope, null, input.now);
+  const all = input.condition === null
+    ? sql`count(*)::int`
+    : sql`(select count(*)::int from ${scoped.table} where ${scoped.where})`;
   const results: Record<string, number> = {};
+  let totals: { all: number; filtered: number; missing: number };
   if (spec.type === "date") {
     const unit = _INTERVALS[spec.interval ?? ""];
     if (!unit) {
@@ -193,11 +217,19 @@ export async function aggregate(
         `interval must be one of ${Object.keys(_INTERVALS).join(", ")}`,
       );
     }
-    const rows = await sql<{ bucket: Date; n: number }[]>`
-      select date_trunc(${unit}, ${value}, 'UTC') as bucket, count(*)::int as n
-      from ${table} where ${where} and ${value} is not null
-      group by 1 order by 1`;
-    for (const row of rows) results[formatDate(row.bucket, spec.format)] = row.n;
+    // One pass: the null bucket is the missing count, and the buckets sum to the filtered one.
+    const rows = await sql<{ bucket: Date | null; n: number }[]>`
+      select date_trunc(${unit}, v, 'UTC') as bucket, count(*)::int as n
+      from ${values} group by 1 order by 1`;
+    totals = { all: 0, filtered: 0, missing: 0 };
+    for (const row of rows) {
+      totals.filtered += row.n;
+      if (row.bucket === null) totals.missing = row.n;
+      else results[formatDate(row.bucket, spec.format)] = row.n;
+    }
+    totals.all = input.condition === null
+      ? totals.filtered
+      : (await sql<{ n: number }[]>`select ${all} as n`)[0]!.n;
   } else {
     const ranges = spec.ranges ?? [];
     const bounds = ranges.map((range) => ({
@@ -205,21 +237,22 @@ export async function aggregate(
       from: _bound(range.from, spec.type, input.now),
       to: _bound(range.to, spec.type, input.now),
     }));
-    const counts = bounds.map((b) =>
-      sql`(count(*) filter (where ${value} is not null
-        ${b.from === null ? sql`` : sql`and ${value} >= ${b.from}`}
-        ${b.to === null ? sql`` : sql`and ${value} < ${b.to}`}))::int`
+    const counts = bounds.map((b, i) =>
+      sql`, (count(*) filter (where v is not null
+        ${b.from === null ? sql`` : sql`and v >= ${b.from}`}
+        ${b.to === null ? sql`` : sql`and v < ${b.to}`}))::int as ${sql(`r${i}`)}`
     );
     const [row] = await sql<Record<string, number>[]>`
-      select ${
-      counts.reduce((acc, c, i) => sql`${acc}${i ? sql`, ` : sql``}${c} as ${sql(`r${i}`)}`, sql``)
-    }
-      from ${table} where ${where}`;
+      select ${all} as all, count(*)::int as filtered,
+             (count(*) filter (where v is null))::int as missing
+             ${counts.reduce((acc, c) => sql`${acc}${c}`, sql``)}
+      from ${values}`;
+    totals = { all: row!.all!, filtered: row!.filtered!, missing: row!.missing! };
     bounds.forEach((b, i) => {
       results[b.key ?? _rangeKey(b.from, b.to, spec.type)] = row![`r${i}`] ?? 0;
     });
   }
-  return { ...results, _all: totals!.all, _filtered: totals!.filtered, _missing: totals!.missing };
+  return { ...results, _all: totals.all, _filtered: totals.filtered, _missing: totals.missing };
 }
 
 function _bound(

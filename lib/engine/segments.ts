@@ -133,7 +133,13 @@ export async function segmentMembers(
     select p.item_id, p.properties, p.provenance, p.first_visit, p.last_visit, p.nb_of_visits
     from profiles p
     where p.scope = ${segment.scope}
-      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      and ${
+    compileCondition(sql, segment.condition, {
+      itemType: "profile",
+      now: page.now,
+      scope: segment.scope,
+    })
+  }
       ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
     order by p.item_id
     limit ${page.limit + 1} offset ${page.after === undefined ? (page.offset ?? 0) : 0}`;
@@ -154,7 +160,9 @@ export async function countMembers(
     select count(*)::int as n from (
       select 1 from profiles p
       where p.scope = ${segment.scope}
-        and ${compileCondition(sql, segment.condition, { itemType: "profile", now })}
+        and ${
+    compileCondition(sql, segment.condition, { itemType: "profile", now, scope: segment.scope })
+  }
       limit ${cap}) capped`;
   return row!.n;
 }
@@ -181,7 +189,13 @@ export async function exportPageEnd(
   const rows = await sql<{ item_id: string }[]>`
     select p.item_id from profiles p
     where p.scope = ${segment.scope}
-      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      and ${
+    compileCondition(sql, segment.condition, {
+      itemType: "profile",
+      now: page.now,
+      scope: segment.scope,
+    })
+  }
       ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
     order by p.item_id
     offset ${page.limit - 1} limit 2`;
@@ -190,7 +204,13 @@ export async function exportPageEnd(
   const [last] = await sql<{ item_id: string }[]>`
     select p.item_id from profiles p
     where p.scope = ${segment.scope}
-      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      and ${
+    compileCondition(sql, segment.condition, {
+      itemType: "profile",
+      now: page.now,
+      scope: segment.scope,
+    })
+  }
       ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
     order by p.item_id desc limit 1`;
   return { lastId: last?.item_id ?? null, more: false };
@@ -212,7 +232,13 @@ export function exportLines(
   }[]>`
     select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
     where p.scope = ${segment.scope}
-      and ${compileCondition(sql, segment.condition, { itemType: "profile", now: page.now })}
+      and ${
+    compileCondition(sql, segment.condition, {
+      itemType: "profile",
+      now: page.now,
+      scope: segment.scope,
+    })
+  }
       ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
       and p.item_id <= ${page.lastId}
     order by p.item_id`.cursor(1000);

@@ -936,12 +936,14 @@ async function withSeeded(fn: (sql: Sql) => Promise<void>): Promise<void> {
 async function profiles(
   sql: Sql,
   raw: unknown,
-  options: { scope?: string; allowScope?: boolean; now?: Date } = {},
+  options: { scope?: string; allowScope?: boolean; now?: Date; single?: boolean } = {},
 ): Promise<string[]> {
   const condition = parseCondition(raw, { itemType: "profile", allowScope: options.allowScope });
   const fragment = compileCondition(sql, condition, {
     itemType: "profile",
     now: options.now ?? NOW,
+    scope: options.scope ?? A,
+    single: options.single,
   });
   const rows = await sql<{ item_id: string }[]>`
     select item_id from profiles p
@@ -952,7 +954,7 @@ async function profiles(
 
 async function events(sql: Sql, raw: unknown, scope = A): Promise<string[]> {
   const condition = parseCondition(raw, { itemType: "event" });
-  const fragment = compileCondition(sql, condition, { itemType: "event", now: NOW });
+  const fragment = compileCondition(sql, condition, { itemType: "event", now: NOW, scope });
   const rows = await sql<{ id: string }[]>`
     select id from events e where e.scope = ${scope} and ${fragment} order by id`;
   return rows.map((r) => r.id);
@@ -1277,7 +1279,7 @@ Deno.test("compile: pastEventCondition counts the profile's events, aliases incl
   await withSeeded(async (sql) => {
     const orders = eventType("order_created");
     const views = eventType("page_viewed");
-    await expectProfiles(sql, [
+    const cases: [Condition, string[]][] = [
       // ann's orders: ev3 under her id, ev2 under her alias; dan's order is in scope B.
       [past(orders), ["ann", "cat"]],
       [past(and(orders, evProp("properties.total", "equals", { propertyValueInteger: 120 }))), [
@@ -1323,9 +1325,20 @@ Deno.test("compile: pastEventCondition counts the profile's events, aliases incl
         "cat",
       ]],
       [or(past(views, { numberOfDays: 1 }), not(past(matchAll))), ["bob", "dan", "eve"]],
-    ]);
+    ];
+    // Both plans, the scope-wide join and the per-profile probe, give the same answers.
+    for (const single of [false, true]) {
+      for (const [condition, expected] of cases) {
+        assert.deepEqual(
+          await profiles(sql, condition, { single }),
+          expected,
+          `${single ? "single" : "scope"}: ${JSON.stringify(condition)}`,
+        );
+      }
+    }
     // The same id in scope B sees only scope B's events.
     assert.deepEqual(await profiles(sql, past(orders), { scope: B }), ["ann"]);
+    assert.deepEqual(await profiles(sql, past(orders), { scope: B, single: true }), ["ann"]);
     assert.deepEqual(
       await profiles(
         sql,
@@ -1415,10 +1428,7 @@ Deno.test("compile: another scope's rows never match, and the scope predicate se
     const fragment = compileCondition(
       sql,
       parseCondition(injected, { itemType: "profile", allowScope: true }),
-      {
-        itemType: "profile",
-        now: NOW,
-      },
+      { itemType: "profile", now: NOW, scope: A },
     );
     const rows = await sql`select scope, item_id from profiles p where ${fragment}`;
     assert.deepEqual([...rows], [{ scope: B, item_id: "ann" }]);
@@ -1482,7 +1492,8 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
     const name = "properties.a'); drop table profiles; --";
     assert.throws(() => parseCondition(prop(name, "exists"), { itemType: "profile" }), HttpError);
     assert.throws(
-      () => compileCondition(sql, prop(name, "exists"), { itemType: "profile", now: NOW }),
+      () =>
+        compileCondition(sql, prop(name, "exists"), { itemType: "profile", now: NOW, scope: A }),
       (e: unknown) => e instanceof HttpError && e.code === "invalid_condition",
     );
     assert.throws(
@@ -1490,6 +1501,7 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
         compileCondition(sql, { type: "sqlCondition", parameterValues: { sql: "true" } }, {
           itemType: "profile",
           now: NOW,
+          scope: A,
         }),
       HttpError,
     );
@@ -1513,6 +1525,7 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
     const fragment = compileCondition(sql, parseCondition(marked, { itemType: "profile" }), {
       itemType: "profile",
       now: NOW,
+      scope: A,
     });
     const described = await sql`select item_id from profiles p where ${fragment}`.describe();
     assert.ok(!/zq|1999/.test(described.string), described.string);
@@ -1521,10 +1534,7 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
     const ordered = compileCondition(
       sql,
       prop("properties.a", "greaterThan", { propertyValue: "b" }),
-      {
-        itemType: "profile",
-        now: NOW,
-      },
+      { itemType: "profile", now: NOW, scope: A },
     );
     assert.match(
       (await sql`select 1 from profiles p where ${ordered}`.describe()).string,
@@ -1560,7 +1570,7 @@ Deno.test("compile: every operator and value kind runs on every kind of property
               ? prop(name, operator, values)
               : evProp(name, operator, values);
             if (!validateCondition(condition, { itemType }).ok) continue; // a column refusing a kind
-            const fragment = compileCondition(sql, condition, { itemType, now: NOW });
+            const fragment = compileCondition(sql, condition, { itemType, now: NOW, scope: A });
             if (itemType === "profile") {
               await sql`select count(*) from profiles p where ${fragment}`;
             } else await sql`select count(*) from events e where ${fragment}`;
