@@ -7,10 +7,9 @@ import { withQueryBudget } from "../lib/engine/queries.ts";
 import {
   countMembers,
   createSegment,
-  exportLines,
-  exportPageEnd,
   getSegment,
   listSegments,
+  openExport,
   scopedCondition,
   segmentId,
   segmentMembers,
@@ -292,23 +291,23 @@ export function segmentRoutes(deps: AppDeps) {
         ? undefined
         : (await readCursor<{ after: string }>(cursorDeps, query.cursor, binding)).after;
       const now = deps.now();
-      // Finding the page's end evaluates the condition over the whole page, so it carries the
-      // budget; the rows streamed after it are then a bounded id range of that proven page.
-      const end = await withQueryBudget(
-        deps.sql,
-        deps.config.queryTimeoutMs,
-        (sql) => exportPageEnd(sql, segment, { after, limit: query.limit, now }),
-      );
+      const page = await openExport(deps.sql, segment, {
+        after,
+        limit: query.limit,
+        now,
+        timeoutMs: deps.config.queryTimeoutMs,
+      });
       c.header("Content-Type", "application/x-ndjson");
-      if (end.more && end.lastId) {
-        c.header("X-Next-Cursor", await mintCursor(cursorDeps, binding, { after: end.lastId }));
+      if (page.more && page.lastId) {
+        try {
+          c.header("X-Next-Cursor", await mintCursor(cursorDeps, binding, { after: page.lastId }));
+        } catch (err) {
+          await page.lines.cancel();
+          throw err;
+        }
       }
       // A streamed NDJSON body is outside what the typed route helper can express.
-      if (!end.lastId) return c.body(null, 200) as never;
-      return c.body(
-        exportLines(deps.sql, segment, { after, lastId: end.lastId, now }),
-        200,
-      ) as never;
+      return c.body(page.lines, 200) as never;
     });
 }
 

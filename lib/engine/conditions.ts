@@ -1293,6 +1293,7 @@ function _some(
   source: PropertySource,
   type: _CmpType,
   pred: (scalar: SqlFragment) => SqlFragment,
+  anyOf?: (elements: SqlFragment) => SqlFragment,
 ): SqlFragment {
   if (source.kind !== "json") {
     const column = _column(sql, source.column);
@@ -1301,12 +1302,25 @@ function _some(
       : pred(column);
   }
   const value = propertyExpression(sql, source);
-  const element = type === "text"
-    ? sql`(x.v #>> '{}')`
-    : type === "numeric"
-    ? sql`cdp_jsonb_numeric(x.v)`
-    : sql`cdp_try_timestamptz(x.v #>> '{}')`;
-  const array = sql`exists (select 1 from cdp_elements(${value}) as x(v) where ${pred(element)})`;
+  // With `anyOf`, an array is tested through its typed elements (value op ANY(...)): a function
+  // call keeps the scan parallel safe, where a correlated subquery would not.
+  const array = anyOf
+    ? anyOf(
+      type === "text"
+        ? sql`cdp_texts(${value})`
+        : type === "numeric"
+        ? sql`cdp_numbers(${value})`
+        : sql`cdp_timestamps(${value})`,
+    )
+    : sql`exists (select 1 from cdp_elements(${value}) as x(v) where ${
+      pred(
+        type === "text"
+          ? sql`(x.v #>> '{}')`
+          : type === "numeric"
+          ? sql`cdp_jsonb_numeric(x.v)`
+          : sql`cdp_try_timestamptz(x.v #>> '{}')`,
+      )
+    })`;
   // Each extra read of the path costs about as much as the comparison itself, so the scalar
   // branch reads it as few times as its type allows.
   if (type === "numeric") {
@@ -1329,20 +1343,27 @@ function _some(
 /** Elasticsearch's exists: present, not JSON null, and an array only with a non-null element. */
 function _exists(sql: Sql, value: SqlFragment): SqlFragment {
   // Spelled out rather than cdp_jsonb_exists(): a function holding a subquery is not inlined,
-  // and calling it per row cost several times the comparison.
+  // and calling it per row cost several times the comparison. A simple CASE reads the property
+  // once; every branch but the array's is a constant, and that one is parallel safe.
   return sql`(case jsonb_typeof(${value})
-    when 'array' then exists (
-      select 1 from jsonb_array_elements(${value}) as t(x) where jsonb_typeof(x) <> 'null')
-    when 'null' then false
-    else ${value} is not null end)`;
+    when 'array' then jsonb_path_exists(${value}, '$[*] ? (@.type() != "null")')
+    when 'string' then true
+    when 'number' then true
+    when 'boolean' then true
+    when 'object' then true
+    else false end)`;
 }
 
-type _Bound = { type: "text" | "numeric"; value: SqlFragment } | {
-  type: "timestamptz";
-  lo: SqlFragment;
-  hi: SqlFragment;
-  day: [SqlFragment, SqlFragment];
-};
+type _Bound =
+  | { type: "text"; value: SqlFragment }
+  | { type: "numeric"; value: SqlFragment; n: number }
+  | {
+    type: "timestamptz";
+    lo: SqlFragment;
+    hi: SqlFragment;
+    span: [number, number];
+    day: [SqlFragment, SqlFragment];
+  };
 
 function _bound(sql: Sql, kind: _ValueKind, value: unknown, now: Date): _Bound {
   switch (kind) {
@@ -1350,7 +1371,7 @@ function _bound(sql: Sql, kind: _ValueKind, value: unknown, now: Date): _Bound {
       return { type: "text", value: sql`${value as string}::text` };
     case "integer":
     case "double":
-      return { type: "numeric", value: sql`${String(value)}::numeric` };
+      return { type: "numeric", value: sql`${String(value)}::numeric`, n: value as number };
     default: {
       const [lo, hi] = _dateSpan(kind, value as string, now);
       const day = _floorUnit(lo.getTime(), "d");
@@ -1358,6 +1379,7 @@ function _bound(sql: Sql, kind: _ValueKind, value: unknown, now: Date): _Bound {
         type: "timestamptz",
         lo: sql`${lo.toISOString()}::timestamptz`,
         hi: sql`${hi.toISOString()}::timestamptz`,
+        span: [lo.getTime(), hi.getTime()],
         day: [
           sql`${new Date(day).toISOString()}::timestamptz`,
           sql`${new Date(day + _DAY).toISOString()}::timestamptz`,
@@ -1365,6 +1387,21 @@ function _bound(sql: Sql, kind: _ValueKind, value: unknown, now: Date): _Bound {
       };
     }
   }
+}
+
+/**
+ * [from, to] as one range (a test then reads the property once, not twice): null for text,
+ * which has no range type, and `false` when inverted (a range constructor would raise on it).
+ */
+function _range(sql: Sql, from: _Bound, to: _Bound): SqlFragment | false | null {
+  if (from.type === "numeric" && to.type === "numeric") {
+    return from.n > to.n ? false : sql`numrange(${from.value}, ${to.value}, '[]')`;
+  }
+  if (from.type === "timestamptz" && to.type === "timestamptz") {
+    // A date stands for the span of its precision: from its start to the end of `to`'s span.
+    return from.span[0] >= to.span[1] ? false : sql`tstzrange(${from.lo}, ${to.hi}, '[)')`;
+  }
+  return null;
 }
 
 /** A single-value comparison of `s` against a bound. */
@@ -1378,7 +1415,7 @@ function _compare(
     // A date stands for the span [lo, hi) of its precision, as in Elasticsearch ranges.
     switch (op) {
       case "eq":
-        return sql`(${s} >= ${b.lo} and ${s} < ${b.hi})`;
+        return sql`tstzrange(${b.lo}, ${b.hi}, '[)') @> ${s}`;
       case "gt":
         return sql`${s} >= ${b.hi}`;
       case "gte":
@@ -1404,6 +1441,42 @@ function _compare(
   }
 }
 
+/** {@linkcode _compare} for some element of a typed array: `bound op ANY(elements)`. */
+function _compareAny(
+  sql: Sql,
+  elements: SqlFragment,
+  op: "eq" | "gt" | "gte" | "lt" | "lte",
+  b: _Bound,
+): SqlFragment {
+  if (b.type === "timestamptz") {
+    switch (op) {
+      case "eq":
+        return sql`tstzrange(${b.lo}, ${b.hi}, '[)') @> any(${elements})`;
+      case "gt":
+        return sql`${b.hi} <= any(${elements})`;
+      case "gte":
+        return sql`${b.lo} <= any(${elements})`;
+      case "lt":
+        return sql`${b.lo} > any(${elements})`;
+      case "lte":
+        return sql`${b.hi} > any(${elements})`;
+    }
+  }
+  const bound = b.type === "text" ? sql`(${b.value} collate "C")` : b.value;
+  switch (op) {
+    case "eq":
+      return sql`${b.value} = any(${elements})`;
+    case "gt":
+      return sql`${bound} < any(${elements})`;
+    case "gte":
+      return sql`${bound} <= any(${elements})`;
+    case "lt":
+      return sql`${bound} > any(${elements})`;
+    case "lte":
+      return sql`${bound} >= any(${elements})`;
+  }
+}
+
 /**
  * How a scalar matches one of a list of values (`match`), and the list as rows `w(v)` or
  * `w(lo, hi)` for the `all` operator (`from`).
@@ -1417,6 +1490,8 @@ function _list(
   from: SqlFragment;
   match: (s: SqlFragment) => SqlFragment;
   any: (s: SqlFragment) => SqlFragment;
+  /** Some element of a typed array is in the list (text and numbers only). */
+  overlaps?: (elements: SqlFragment) => SqlFragment;
 } {
   const type = _cmpType(kind);
   if (type !== "timestamptz") {
@@ -1427,6 +1502,7 @@ function _list(
       from: sql`unnest(${array}) as w(v)`,
       match: (s) => sql`${s} = w.v`,
       any: (s) => sql`${s} = any(${array})`,
+      overlaps: (elements) => sql`${elements} && ${array}`,
     };
   }
   const spans = values.map((v) => _dateSpan(kind as "date" | "dateExpr", v as string, now));
@@ -1478,7 +1554,13 @@ function _compileProperty(
   const type = _cmpType(kind);
   const single = (op: "eq" | "gt" | "gte" | "lt" | "lte") => {
     const b = _bound(sql, kind, value, now);
-    return _some(sql, source, type, (s) => _compare(sql, s, op, b));
+    return _some(
+      sql,
+      source,
+      type,
+      (s) => _compare(sql, s, op, b),
+      (elements) => _compareAny(sql, elements, op, b),
+    );
   };
   switch (operator) {
     case "equals":
@@ -1493,11 +1575,23 @@ function _compileProperty(
       return single("lte");
     case "between": {
       const [from, to] = (value as unknown[]).map((v) => _bound(sql, kind, v, now));
+      const range = _range(sql, from!, to!);
+      if (range === false) return sql`false`;
+      if (range === null) {
+        return _some(
+          sql,
+          source,
+          type,
+          (s) => sql`(${_compare(sql, s, "gte", from!)} and ${_compare(sql, s, "lte", to!)})`,
+        );
+      }
       return _some(
         sql,
         source,
         type,
-        (s) => sql`(${_compare(sql, s, "gte", from!)} and ${_compare(sql, s, "lte", to!)})`,
+        // An integer column needs numeric to meet numrange.
+        (s) => sql`${range} @> ${type === "numeric" ? sql`(${s})::numeric` : s}`,
+        (elements) => sql`${range} @> any(${elements})`,
       );
     }
     case "contains":
@@ -1521,7 +1615,8 @@ function _compileProperty(
       );
     case "in":
     case "hasSomeOf": {
-      return _some(sql, source, type, _list(sql, kind, value as unknown[], now).any);
+      const list = _list(sql, kind, value as unknown[], now);
+      return _some(sql, source, type, list.any, list.overlaps);
     }
     case "all": {
       const list = _list(sql, kind, value as unknown[], now);
@@ -1540,7 +1635,14 @@ function _compileProperty(
     case "isDay": {
       const b = _bound(sql, kind, value, now);
       if (b.type !== "timestamptz") throw new Error("isDay takes a date");
-      return _some(sql, source, type, (s) => sql`(${s} >= ${b.day[0]} and ${s} < ${b.day[1]})`);
+      const day = sql`tstzrange(${b.day[0]}, ${b.day[1]}, '[)')`;
+      return _some(
+        sql,
+        source,
+        type,
+        (s) => sql`${day} @> ${s}`,
+        (elements) => sql`${day} @> any(${elements})`,
+      );
     }
     default:
       throw new Error(`unvalidated comparison operator ${operator}`);

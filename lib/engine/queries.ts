@@ -91,14 +91,19 @@ export async function withQueryBudget<T>(
       return await fn(tx as unknown as Sql);
     }) as T;
   } catch (err) {
-    const code = (err as { code?: unknown })?.code;
-    if (!(err instanceof HttpError) && typeof code === "string" && code.startsWith("22")) {
-      throw new HttpError(502, "upstream_error", "the query could not be evaluated", {
-        cause: err,
-      });
-    }
-    throw err;
+    throw evaluationError(err);
   }
+}
+
+/** A data exception (SQLSTATE class 22, such as a bad regex) as 502; anything else as is. */
+export function evaluationError(err: unknown): unknown {
+  const code = (err as { code?: unknown })?.code;
+  if (!(err instanceof HttpError) && typeof code === "string" && code.startsWith("22")) {
+    return new HttpError(502, "upstream_error", "the query could not be evaluated", {
+      cause: err,
+    });
+  }
+  return err;
 }
 
 /** POST /cdp/query/{itemType}/count. */

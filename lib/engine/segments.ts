@@ -8,6 +8,7 @@ import {
   stripScopePredicates,
 } from "./conditions.ts";
 import { IDENTITY_FIELDS, type ProfileView, profileView } from "./profiles.ts";
+import { evaluationError } from "./queries.ts";
 
 /** A segment as the API shows it (spec 2.4). */
 export interface SegmentView {
@@ -67,7 +68,7 @@ export async function createSegment(
   const inserted = await sql`
     insert into segments (scope, id, name, description, condition, created_at, updated_at)
     values (${input.scope}, ${input.id}, ${input.name}, ${input.description ?? null},
-            ${sql.json(input.condition as never)}::json, ${input.now}, ${input.now})
+            ${JSON.stringify(input.condition)}::text::json, ${input.now}, ${input.now})
     on conflict (scope, id) do nothing
     returning id`;
   if (inserted.count === 0) {
@@ -97,7 +98,7 @@ export async function updateSegment(
 ): Promise<SegmentView | null> {
   const [row] = await sql<_SegmentRow[]>`
     update segments
-    set condition = ${sql.json(input.condition as never)}::json,
+    set condition = ${JSON.stringify(input.condition)}::text::json,
         name = coalesce(${input.name ?? null}, name),
         description = coalesce(${input.description ?? null}, description),
         updated_at = ${input.now}
@@ -177,94 +178,109 @@ function _view(scope: string, row: _SegmentRow): SegmentView {
   };
 }
 
+/** One export page: where it ends, whether members remain after it, and its NDJSON lines. */
+export interface ExportPage {
+  /** The id of the page's last member; null for an empty page. */
+  lastId: string | null;
+  more: boolean;
+  /** The page's lines, fetched 1,000 rows at a time; cancel it to give the connection back. */
+  lines: ReadableStream<Uint8Array>;
+}
+
 /**
- * Where one export page ends: the id of its last member (null for an empty page) and whether
- * members remain after it. Known before streaming, so X-Next-Cursor can lead the body.
+ * Opens one export page of at most `limit` members after `after`. The condition is evaluated
+ * once: the page (plus one row, to learn whether more remain) is gathered by a scroll cursor
+ * inside a read-only transaction on a reserved connection, under `timeoutMs`, so X-Next-Cursor
+ * is known before the body and the body is read back from that same result, never recomputed.
+ * The transaction stays open while the lines are read.
  */
-export async function exportPageEnd(
+export async function openExport(
   sql: Sql,
   segment: SegmentView,
-  page: { after?: string; limit: number; now: Date },
-): Promise<{ lastId: string | null; more: boolean }> {
-  const rows = await sql<{ item_id: string }[]>`
-    select p.item_id from profiles p
-    where p.scope = ${segment.scope}
-      and ${
-    compileCondition(sql, segment.condition, {
-      itemType: "profile",
-      now: page.now,
-      scope: segment.scope,
-    })
+  page: { after?: string; limit: number; now: Date; timeoutMs: number },
+): Promise<ExportPage> {
+  const conn = await sql.reserve();
+  let open = true;
+  const close = async (commit: boolean) => {
+    if (!open) return;
+    open = false;
+    try {
+      await conn.unsafe(commit ? "commit" : "rollback");
+    } finally {
+      conn.release();
+    }
+  };
+  try {
+    await conn`begin read only`;
+    await conn`select set_config('statement_timeout', ${String(page.timeoutMs)}, true)`;
+    await conn`
+      declare export_page scroll cursor for
+      select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
+      where p.scope = ${segment.scope}
+        and ${
+      compileCondition(sql, segment.condition, {
+        itemType: "profile",
+        now: page.now,
+        scope: segment.scope,
+      })
+    }
+        ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+      order by p.item_id
+      limit ${page.limit + 1}`;
+    const found = (await conn`move forward all in export_page`).count;
+    const size = Math.min(found, page.limit);
+    const [last] = size === 0
+      ? []
+      : await conn.unsafe<{ item_id: string }[]>(_fetch("absolute", size));
+    await conn`move absolute 0 in export_page`;
+    let sent = 0;
+    const encoder = new TextEncoder();
+    const lines = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const rows = sent < size
+            ? await conn.unsafe<_ExportRow[]>(_fetch("forward", Math.min(1000, size - sent)))
+            : [];
+          if (rows.length === 0) {
+            await close(true);
+            return controller.close();
+          }
+          sent += rows.length;
+          controller.enqueue(
+            encoder.encode(rows.map((row) => JSON.stringify(exportLine(row)) + "\n").join("")),
+          );
+        } catch (err) {
+          await close(false).catch(() => {});
+          controller.error(err);
+        }
+      },
+      async cancel() {
+        await close(false);
+      },
+    });
+    return { lastId: last?.item_id ?? null, more: found > page.limit, lines };
+  } catch (err) {
+    await close(false).catch(() => {});
+    throw evaluationError(err);
   }
-      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
-    order by p.item_id
-    offset ${page.limit - 1} limit 2`;
-  if (rows.length > 0) return { lastId: rows[0]!.item_id, more: rows.length > 1 };
-  // Fewer members than a page: the last one is the page's end.
-  const [last] = await sql<{ item_id: string }[]>`
-    select p.item_id from profiles p
-    where p.scope = ${segment.scope}
-      and ${
-    compileCondition(sql, segment.condition, {
-      itemType: "profile",
-      now: page.now,
-      scope: segment.scope,
-    })
-  }
-      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
-    order by p.item_id desc limit 1`;
-  return { lastId: last?.item_id ?? null, more: false };
 }
 
-/** Streams the NDJSON lines of members in (after, lastId], fetched 1,000 rows at a time. */
-export function exportLines(
-  sql: Sql,
-  segment: SegmentView,
-  page: { after?: string; lastId: string; now: Date },
-): ReadableStream<Uint8Array> {
-  const encoder = new TextEncoder();
-  const rows = sql<{
-    item_id: string;
-    provenance: string;
-    properties: Record<string, unknown>;
-    first_visit: Date | null;
-    last_visit: Date | null;
-  }[]>`
-    select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
-    where p.scope = ${segment.scope}
-      and ${
-    compileCondition(sql, segment.condition, {
-      itemType: "profile",
-      now: page.now,
-      scope: segment.scope,
-    })
-  }
-      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
-      and p.item_id <= ${page.lastId}
-    order by p.item_id`.cursor(1000);
-  const iterator = rows[Symbol.asyncIterator]();
-  return new ReadableStream({
-    async pull(controller) {
-      const { value, done } = await iterator.next();
-      if (done) return controller.close();
-      controller.enqueue(
-        encoder.encode(value.map((row) => JSON.stringify(exportLine(row)) + "\n").join("")),
-      );
-    },
-    async cancel() {
-      await iterator.return?.();
-    },
-  });
+/** FETCH takes no parameters: its count is a checked integer of ours, never input text. */
+function _fetch(direction: "absolute" | "forward", count: number): string {
+  if (!Number.isSafeInteger(count) || count < 0) throw new Error(`bad fetch count ${count}`);
+  return `fetch ${direction} ${count} from export_page`;
 }
 
-/** One export line: id, provenance, the identity fields present, and the visit dates. */
-export function exportLine(row: {
+type _ExportRow = {
   item_id: string;
   provenance: string;
   properties: Record<string, unknown>;
   first_visit: Date | null;
   last_visit: Date | null;
-}): Record<string, unknown> {
+};
+
+/** One export line: id, provenance, the identity fields present, and the visit dates. */
+export function exportLine(row: _ExportRow): Record<string, unknown> {
   const line: Record<string, unknown> = { id: row.item_id, provenance: row.provenance };
   for (const field of IDENTITY_FIELDS) {
     const value = row.properties[field];

@@ -17,7 +17,7 @@
  *    routes/query.ts and segments), without the route's read-only transaction, so the
  *    comparison isolates the SQL shape. POST /cdp/query/profile/count is also timed through an
  *    in-process app and reported separately.
- * 3. Export: rows/s of one segment page (exportPageEnd + exportLines, the stream consumed) vs a
+ * 3. Export: rows/s of one segment page (openExport, the stream consumed) vs a
  *    `.cursor(1000)` SELECT serialized to the same NDJSON; peak memory while streaming pages of
  *    1,000 and 10,000 lines: rss and heapUsed sampled every 5 ms, and the live heap (heapUsed
  *    after a full collection at every chunk; `--expose-gc` is set at run time through node:v8),
@@ -53,9 +53,8 @@ import { aggregate, countItems, metrics } from "../../lib/engine/queries.ts";
 import {
   createSegment,
   exportLine,
-  exportLines,
-  exportPageEnd,
   getSegment,
+  openExport,
   scopedCondition,
   segmentId,
   type SegmentView,
@@ -503,9 +502,8 @@ async function exportOurs(
   limit: number,
   onChunk?: () => void,
 ): Promise<Drained> {
-  const end = await exportPageEnd(sql, segment, { limit, now: NOW });
-  if (!end.lastId) return { lines: 0, bytes: 0 };
-  return await drain(exportLines(sql, segment, { lastId: end.lastId, now: NOW }), onChunk);
+  const page = await openExport(sql, segment, { limit, now: NOW, timeoutMs: 60_000 });
+  return await drain(page.lines, onChunk);
 }
 
 async function exportFloor(

@@ -776,6 +776,7 @@ const PROFILES: [string, string, Record<string, unknown>, string | null, string 
         score: 7.5,
         tags: ["vip", "b2b"],
         codes: [1, 2, 3],
+        visits: ["2026-11-20T10:00:00Z", "not a date", 5],
         address: { city: "Paris", zip: "75001" },
         birthday: "1990-05-17",
         lastOrderAt: "2026-11-20T08:30:00Z",
@@ -1087,6 +1088,29 @@ Deno.test("compile: arrays match when any element does; text operators are liter
       [prop("properties.codes", "in", { propertyValuesDouble: [3, 4] }), ["ann"]],
       [prop("properties.codes", "greaterThan", { propertyValueInteger: 2 }), ["ann"]],
       [prop("properties.codes", "lessThan", { propertyValueInteger: 2 }), ["ann"]],
+      [prop("properties.codes", "between", { propertyValuesInteger: [2, 2] }), ["ann", "cat"]],
+      [prop("properties.codes", "between", { propertyValuesInteger: [4, 9] }), []],
+      [prop("properties.codes", "between", { propertyValuesInteger: [3, 1] }), []],
+      [prop("properties.codes", "greaterThanOrEqualTo", { propertyValueInteger: 3 }), ["ann"]],
+      [prop("properties.codes", "lessThanOrEqualTo", { propertyValueInteger: 1 }), ["ann"]],
+      [prop("properties.tags", "greaterThan", { propertyValue: "b2b" }), ["ann", "bob"]],
+      [prop("properties.tags", "lessThan", { propertyValue: "c" }), ["ann"]],
+      [prop("properties.tags", "between", { propertyValues: ["a", "c"] }), ["ann"]],
+      // Arrays of dates: elements that are not dates are skipped.
+      [prop("properties.visits", "equals", { propertyValueDate: "2026-11-20" }), ["ann"]],
+      [prop("properties.visits", "isDay", { propertyValueDate: "2026-11-20" }), ["ann"]],
+      [prop("properties.visits", "greaterThan", { propertyValueDate: "2026-11-20" }), []],
+      [prop("properties.visits", "greaterThanOrEqualTo", { propertyValueDate: "2026-11-20" }), [
+        "ann",
+      ]],
+      [prop("properties.visits", "lessThan", { propertyValueDate: "2026-11-20" }), []],
+      [prop("properties.visits", "lessThanOrEqualTo", { propertyValueDate: "2026-11-20" }), [
+        "ann",
+      ]],
+      [prop("properties.visits", "between", { propertyValuesDate: ["2026-11-19", "2026-11-20"] }), [
+        "ann",
+      ]],
+      [prop("properties.visits", "in", { propertyValuesDate: ["2026-11-20T10:00:00Z"] }), ["ann"]],
       [prop("properties.codes", "hasNoneOf", { propertyValuesInteger: [1] }), [
         "bob",
         "cat",

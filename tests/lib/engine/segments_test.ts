@@ -1,0 +1,580 @@
+import assert from "node:assert/strict";
+import type { Sql } from "../../../lib/db.ts";
+import { scopePredicate } from "../../../lib/engine/conditions.ts";
+import { countItems } from "../../../lib/engine/queries.ts";
+import {
+  countMembers,
+  createSegment,
+  exportLine,
+  getSegment,
+  listSegments,
+  openExport,
+  scopedCondition,
+  segmentId,
+  segmentMembers,
+  type SegmentView,
+  updateSegment,
+} from "../../../lib/engine/segments.ts";
+import { HttpError } from "../../../lib/errors.ts";
+import { freshDatabase } from "../../test_support.ts";
+
+const A = "acme.myshopify.com";
+const B = "other.myshopify.com";
+const NOW = new Date("2026-11-21T12:00:00.000Z");
+
+// [scope, id, provenance, properties, firstVisit, lastVisit]. B's profiles match every
+// condition used here, and p035 sorts between A's ids, so a leak would show in any page.
+const PROFILES: [string, string, string, Record<string, unknown>, string?, string?][] = [
+  [A, "p01", "server", { age: 10, email: "p01@a.example" }],
+  [A, "p02", "server", { age: 20 }],
+  [A, "p03", "server", { age: 30, email: "p03@a.example", firstName: null }],
+  [A, "p04", "server", { age: 40 }],
+  [A, "p05", "server", { age: 50, email: "p05@a.example", firstName: "Eve" }],
+  [A, "p06", "server", { email: "p06@a.example" }],
+  [A, "p07", "pixel", { age: 60 }, "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"],
+  [B, "p01", "server", { age: 99, email: "p01@b.example" }],
+  [B, "p035", "server", { age: 99, email: "p035@b.example" }],
+  [B, "p08", "server", { age: 99, email: "p08@b.example" }],
+];
+
+async function insertProfile(
+  sql: Sql,
+  [scope, id, provenance, properties, firstVisit, lastVisit]: (typeof PROFILES)[number],
+): Promise<void> {
+  // The engine stamps every profile with its scope; direct inserts do the same.
+  await sql`
+    insert into profiles (scope, item_id, properties, provenance, first_visit, last_visit,
+                          nb_of_visits, created_at, updated_at)
+    values (${scope}, ${id}, ${sql.json({ ...properties, shopDomain: scope } as never)},
+            ${provenance}, ${firstVisit ?? null}::timestamptz, ${lastVisit ?? null}::timestamptz,
+            0, now(), now())`;
+}
+
+async function seed(sql: Sql): Promise<void> {
+  for (const row of PROFILES) await insertProfile(sql, row);
+  // p02 ordered in B, not in A: a pastEventCondition in A must not see it.
+  for (const [scope, id, profileId] of [[A, "e1", "p01"], [B, "e2", "p02"]]) {
+    await sql`
+      insert into events (scope, id, profile_id, session_id, event_type, time_stamp, source,
+                          received_at)
+      values (${scope!}, ${id!}, ${profileId!}, 's', 'order_created', ${NOW}, 'server', now())`;
+  }
+}
+
+async function withSeeded(fn: (sql: Sql) => Promise<void>): Promise<void> {
+  const db = await freshDatabase();
+  try {
+    await seed(db.sql);
+    await fn(db.sql);
+  } finally {
+    await db.close();
+  }
+}
+
+const HAS_EMAIL = {
+  type: "profilePropertyCondition",
+  parameterValues: { propertyName: "properties.email", comparisonOperator: "exists" },
+};
+const MATCH_ALL = { type: "matchAllCondition", parameterValues: {} };
+// deno-fmt-ignore
+const NOTHING = {
+  type: "profilePropertyCondition",
+  parameterValues: { propertyName: "properties.age", comparisonOperator: "greaterThan", propertyValueInteger: 1000 },
+};
+
+function olderThan(age: number) {
+  return {
+    type: "profilePropertyCondition",
+    parameterValues: {
+      propertyName: "properties.age",
+      comparisonOperator: "greaterThan",
+      propertyValueInteger: age,
+    },
+  };
+}
+
+/** A segment view of scope A (not stored: the member functions read only scope and condition). */
+function segment(raw: unknown, scope = A): SegmentView {
+  return { id: "seg", name: "s", scope, condition: scopedCondition(raw, scope) };
+}
+
+async function memberIds(
+  sql: Sql,
+  view: SegmentView,
+  page: { limit?: number; offset?: number; after?: string } = {},
+): Promise<string[]> {
+  const result = await segmentMembers(sql, view, { limit: 100, ...page, now: NOW });
+  return result.list.map((p) => p.itemId);
+}
+
+async function readText(stream: ReadableStream<Uint8Array>): Promise<string> {
+  return await new Response(stream).text();
+}
+
+function isHttp(status: number) {
+  return (err: unknown) => err instanceof HttpError && err.status === status;
+}
+
+// ---------------------------------------------------------------------------------------------
+// segmentId, scopedCondition
+
+Deno.test("segmentId: a scope-namespaced slug of the key or name", () => {
+  assert.equal(segmentId(A, "My Segment!"), `seg__${A}__my_segment`);
+  assert.equal(segmentId(A, "  Zoë's VIPs  "), `seg__${A}__zoe_s_vips`);
+  assert.equal(segmentId(B, "vip"), `seg__${B}__vip`);
+  assert.equal(segmentId(A, "x".repeat(80)), `seg__${A}__${"x".repeat(64)}`);
+  assert.throws(() => segmentId(A, "!!!"), isHttp(400));
+});
+
+Deno.test("scopedCondition: strips any scope predicate and injects the scope's own", () => {
+  const foreign = {
+    type: "booleanCondition",
+    parameterValues: {
+      operator: "and",
+      subConditions: [
+        {
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "properties.shopDomain",
+            comparisonOperator: "equals",
+            propertyValue: B,
+          },
+        },
+        HAS_EMAIL,
+      ],
+    },
+  };
+  const expected = {
+    type: "booleanCondition",
+    parameterValues: { operator: "and", subConditions: [scopePredicate(A), HAS_EMAIL] },
+  };
+  assert.deepEqual(scopedCondition(foreign, A), expected);
+  assert.deepEqual(scopedCondition(HAS_EMAIL, A), expected);
+  for (const raw of [null, "x", [HAS_EMAIL], scopePredicate(B)]) {
+    assert.throws(() => scopedCondition(raw, A), isHttp(400), JSON.stringify(raw));
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+// Key order a jsonb value would normalize (jsonb sorts keys by length, then bytes).
+const ZOE = {
+  parameterValues: {
+    propertyValue: 'Zoë  "q"  ',
+    comparisonOperator: "equals",
+    propertyName: "properties.firstName",
+  },
+  type: "profilePropertyCondition",
+};
+
+Deno.test("segments: the stored condition is byte for byte the one given, on create and update", async () => {
+  await withSeeded(async (sql) => {
+    const id = segmentId(A, "Zoe");
+    const stored = async () => {
+      const [row] = await sql<{ text: string }[]>`
+        select condition::text as text from segments where scope = ${A} and id = ${id}`;
+      return row!.text;
+    };
+    const condition = scopedCondition(ZOE, A);
+    await createSegment(sql, { scope: A, id, name: "Zoe", condition, now: NOW });
+    assert.equal(await stored(), JSON.stringify(condition));
+    assert.equal(
+      JSON.stringify((await getSegment(sql, A, id))!.condition),
+      JSON.stringify(condition),
+    );
+    const next = scopedCondition(
+      { type: "notCondition", parameterValues: { subCondition: ZOE } },
+      A,
+    );
+    await updateSegment(sql, { scope: A, id, condition: next, now: NOW });
+    assert.equal(await stored(), JSON.stringify(next));
+    assert.equal(JSON.stringify((await getSegment(sql, A, id))!.condition), JSON.stringify(next));
+  });
+});
+
+Deno.test("segments: create, get, update and list round-trip, per scope", async () => {
+  await withSeeded(async (sql) => {
+    const raw = ZOE;
+    const condition = scopedCondition(raw, A);
+    const id = segmentId(A, "Zoe");
+    const created = await createSegment(sql, {
+      scope: A,
+      id,
+      name: "Zoe",
+      description: "first",
+      condition,
+      now: NOW,
+    });
+    const expected = { id, name: "Zoe", description: "first", scope: A, condition };
+    assert.deepEqual(created, expected);
+    // Equal as values (key order is the ignored test above's concern).
+    assert.deepEqual(await getSegment(sql, A, id), expected);
+    // Another scope never sees it.
+    assert.equal(await getSegment(sql, B, id), null);
+    await assert.rejects(
+      createSegment(sql, { scope: A, id, name: "Again", condition, now: NOW }),
+      isHttp(409),
+    );
+    // The same id in another scope is another segment.
+    const other = await createSegment(sql, {
+      scope: B,
+      id,
+      name: "B's",
+      condition: scopedCondition(raw, B),
+      now: NOW,
+    });
+    assert.equal(other.description, undefined);
+    assert.equal("description" in other, false);
+
+    // An update without name or description keeps them.
+    const next = scopedCondition(olderThan(25), A);
+    assert.deepEqual(await updateSegment(sql, { scope: A, id, condition: next, now: NOW }), {
+      ...expected,
+      condition: next,
+    });
+    assert.deepEqual(
+      await updateSegment(sql, {
+        scope: A,
+        id,
+        name: "Renamed",
+        description: "second",
+        condition: next,
+        now: NOW,
+      }),
+      { id, name: "Renamed", description: "second", scope: A, condition: next },
+    );
+    assert.equal((await getSegment(sql, A, id))!.name, "Renamed");
+    assert.equal((await getSegment(sql, B, id))!.name, "B's");
+    assert.equal(
+      await updateSegment(sql, { scope: A, id: "seg__none", condition: next, now: NOW }),
+      null,
+    );
+
+    await createSegment(sql, { scope: A, id: "seg__a", name: "a", condition, now: NOW });
+    await createSegment(sql, { scope: A, id: "seg__z", name: "z", condition, now: NOW });
+    const listed = await listSegments(sql, A, { limit: 2, offset: 0 });
+    assert.deepEqual(listed.list.map((s) => s.id), ["seg__a", id]);
+    assert.equal(listed.total, 3);
+    assert.deepEqual(
+      (await listSegments(sql, A, { limit: 2, offset: 2 })).list.map((s) => s.id),
+      ["seg__z"],
+    );
+    assert.deepEqual(await listSegments(sql, B, { limit: 10, offset: 0 }), {
+      list: [other],
+      total: 1,
+    });
+    assert.deepEqual(await listSegments(sql, "empty.myshopify.com", { limit: 10, offset: 0 }), {
+      list: [],
+      total: 0,
+    });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Members
+
+Deno.test("segmentMembers: membership equals countItems on the same condition, scope only", async () => {
+  await withSeeded(async (sql) => {
+    // deno-fmt-ignore
+    const ordered = {
+      type: "pastEventCondition",
+      parameterValues: {
+        eventCondition: { type: "eventTypeCondition", parameterValues: { eventTypeId: "order_created" } },
+      },
+    };
+    const cases: [unknown, string[]][] = [
+      [HAS_EMAIL, ["p01", "p03", "p05", "p06"]],
+      [olderThan(25), ["p03", "p04", "p05", "p07"]],
+      [MATCH_ALL, ["p01", "p02", "p03", "p04", "p05", "p06", "p07"]],
+      [{ type: "notCondition", parameterValues: { subCondition: HAS_EMAIL } }, [
+        "p02",
+        "p04",
+        "p07",
+      ]],
+      [ordered, ["p01"]],
+      [NOTHING, []],
+    ];
+    for (const [raw, expected] of cases) {
+      const view = segment(raw);
+      const label = JSON.stringify(raw);
+      assert.deepEqual(await memberIds(sql, view), expected, label);
+      const counted = await countItems(sql, {
+        itemType: "profile",
+        scope: A,
+        condition: view.condition,
+        now: NOW,
+      });
+      assert.equal(counted, expected.length, label);
+      assert.equal(await countMembers(sql, view, NOW, 1000), expected.length, label);
+    }
+    // B's own segment sees only B's profiles.
+    assert.deepEqual(await memberIds(sql, segment(HAS_EMAIL, B)), ["p01", "p035", "p08"]);
+    // A condition bound to A, read in B's scope, matches nothing there.
+    assert.deepEqual(await memberIds(sql, { ...segment(MATCH_ALL), scope: B }), []);
+  });
+});
+
+Deno.test("segmentMembers: keyset and offset pages agree; more is set while members remain", async () => {
+  await withSeeded(async (sql) => {
+    const view = segment(MATCH_ALL);
+    const byOffset: string[][] = [];
+    const byKeyset: string[][] = [];
+    const moreByOffset: boolean[] = [];
+    const moreByKeyset: boolean[] = [];
+    let after: string | undefined;
+    for (let offset = 0; offset < 7; offset += 3) {
+      const page = await segmentMembers(sql, view, { limit: 3, offset, now: NOW });
+      byOffset.push(page.list.map((p) => p.itemId));
+      moreByOffset.push(page.more);
+      // Offset is ignored once after is given.
+      const keyset = await segmentMembers(sql, view, {
+        limit: 3,
+        offset: 5,
+        ...(after === undefined ? {} : { after }),
+        now: NOW,
+      });
+      byKeyset.push(keyset.list.map((p) => p.itemId));
+      moreByKeyset.push(keyset.more);
+      after = keyset.list.at(-1)?.itemId;
+    }
+    // The first keyset page (no after) starts at offset 5.
+    assert.deepEqual(byKeyset[0], ["p06", "p07"]);
+    assert.deepEqual(byOffset, [["p01", "p02", "p03"], ["p04", "p05", "p06"], ["p07"]]);
+    assert.deepEqual(moreByOffset, [true, true, false]);
+    const walk = async (limit: number) => {
+      const pages: string[][] = [];
+      const mores: boolean[] = [];
+      let cursor: string | undefined;
+      for (let more = true; more;) {
+        const page = await segmentMembers(sql, view, {
+          limit,
+          ...(cursor === undefined ? {} : { after: cursor }),
+          now: NOW,
+        });
+        pages.push(page.list.map((p) => p.itemId));
+        mores.push(page.more);
+        cursor = page.list.at(-1)?.itemId;
+        more = page.more;
+      }
+      return { pages, mores };
+    };
+    assert.deepEqual(await walk(3), { pages: byOffset, mores: moreByOffset });
+    // Exactly a page: no more, and no empty page after it.
+    assert.deepEqual(await walk(7), {
+      pages: [["p01", "p02", "p03", "p04", "p05", "p06", "p07"]],
+      mores: [false],
+    });
+    assert.deepEqual(await memberIds(sql, view, { after: "p07" }), []);
+    assert.deepEqual(await memberIds(sql, view, { offset: 7 }), []);
+    // An id between members positions the page; B's p035 is not one of them.
+    assert.deepEqual(await memberIds(sql, view, { after: "p035", limit: 2 }), ["p04", "p05"]);
+    // A member's view: visit columns as properties, provenance kept.
+    const [p07] = (await segmentMembers(sql, view, { limit: 1, after: "p06", now: NOW })).list;
+    assert.deepEqual(p07, {
+      itemId: "p07",
+      properties: {
+        age: 60,
+        shopDomain: A,
+        firstVisit: "2026-01-01T00:00:00.000Z",
+        lastVisit: "2026-02-01T00:00:00.000Z",
+        nbOfVisits: 0,
+      },
+      provenance: "pixel",
+    });
+  });
+});
+
+Deno.test("countMembers: counts up to the cap", async () => {
+  await withSeeded(async (sql) => {
+    const view = segment(olderThan(25));
+    assert.equal(await countMembers(sql, view, NOW, 100), 4);
+    assert.equal(await countMembers(sql, view, NOW, 4), 4);
+    assert.equal(await countMembers(sql, view, NOW, 3), 3);
+    assert.equal(await countMembers(sql, view, NOW, 1), 1);
+    assert.equal(await countMembers(sql, segment(NOTHING), NOW, 10), 0);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Export
+
+/** Opens an export page and reads it whole (which also ends its transaction). */
+async function exportPage(
+  sql: Sql,
+  view: SegmentView,
+  page: { after?: string; limit: number },
+): Promise<{ lastId: string | null; more: boolean; lines: Record<string, unknown>[] }> {
+  const opened = await openExport(sql, view, { ...page, now: NOW, timeoutMs: 5000 });
+  const text = await readText(opened.lines);
+  // NDJSON: every line, the last included, ends with a newline.
+  assert.ok(text === "" || text.endsWith("\n"), text);
+  const lines = text === "" ? [] : text.slice(0, -1).split("\n").map((line) => JSON.parse(line));
+  return { lastId: opened.lastId, more: opened.more, lines };
+}
+
+Deno.test("openExport: the page's last id, whether members remain, and exactly its lines", async () => {
+  await withSeeded(async (sql) => {
+    // Members: p03, p04, p05, p07; B's p035 sorts between them and never shows.
+    const view = segment(olderThan(25));
+    const page = async (limit: number, after?: string) => {
+      const out = await exportPage(sql, view, { limit, ...(after === undefined ? {} : { after }) });
+      // The lines are the members in (after, lastId], in id order.
+      return { lastId: out.lastId, more: out.more, ids: out.lines.map((l) => l.id as string) };
+    };
+    // Empty: no members at all, or none after the position.
+    assert.deepEqual(
+      await exportPage(sql, segment(NOTHING), { limit: 10 }),
+      { lastId: null, more: false, lines: [] },
+    );
+    assert.deepEqual(await page(10, "p07"), { lastId: null, more: false, ids: [] });
+    // Fewer than a page.
+    assert.deepEqual(await page(10), {
+      lastId: "p07",
+      more: false,
+      ids: ["p03", "p04", "p05", "p07"],
+    });
+    assert.deepEqual(await page(10, "p04"), { lastId: "p07", more: false, ids: ["p05", "p07"] });
+    // Exactly a page.
+    assert.deepEqual(await page(4), {
+      lastId: "p07",
+      more: false,
+      ids: ["p03", "p04", "p05", "p07"],
+    });
+    assert.deepEqual(await page(2, "p04"), { lastId: "p07", more: false, ids: ["p05", "p07"] });
+    // More than a page.
+    assert.deepEqual(await page(3), { lastId: "p05", more: true, ids: ["p03", "p04", "p05"] });
+    assert.deepEqual(await page(1), { lastId: "p03", more: true, ids: ["p03"] });
+    assert.deepEqual(await page(2, "p03"), { lastId: "p05", more: true, ids: ["p04", "p05"] });
+    assert.deepEqual(await page(1, "p03"), { lastId: "p04", more: true, ids: ["p04"] });
+    // Walking by lastId visits every member once.
+    const walked: string[] = [];
+    let after: string | undefined;
+    for (let more = true; more;) {
+      const next = await page(3, after);
+      walked.push(...next.ids);
+      after = next.lastId ?? undefined;
+      more = next.more;
+    }
+    assert.deepEqual(walked, ["p03", "p04", "p05", "p07"]);
+  });
+});
+
+Deno.test(
+  "openExport: each line is exportLine of the member",
+  async () => {
+    await withSeeded(async (sql) => {
+      const { lines } = await exportPage(sql, segment(MATCH_ALL), { limit: 100 });
+      assert.deepEqual(lines.map((l) => l.id), ["p01", "p02", "p03", "p04", "p05", "p06", "p07"]);
+      // Identity fields present and not null (shopDomain included), never other properties.
+      assert.deepEqual(lines[2], {
+        id: "p03",
+        provenance: "server",
+        email: "p03@a.example",
+        shopDomain: A,
+        properties: {},
+      });
+      assert.deepEqual(lines[4], {
+        id: "p05",
+        provenance: "server",
+        email: "p05@a.example",
+        firstName: "Eve",
+        shopDomain: A,
+        properties: {},
+      });
+      assert.deepEqual(lines[6], {
+        id: "p07",
+        provenance: "pixel",
+        shopDomain: A,
+        properties: {
+          firstVisit: "2026-01-01T00:00:00.000Z",
+          lastVisit: "2026-02-01T00:00:00.000Z",
+        },
+      });
+    });
+  },
+);
+
+Deno.test("openExport: more rows than one fetch (1,000) stream whole and in order", async () => {
+  const db = await freshDatabase();
+  try {
+    const { sql } = db;
+    await sql`
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      select ${A}, 'p' || lpad(n::text, 4, '0'), jsonb_build_object('shopDomain', ${A}::text),
+             'server', now(), now()
+      from generate_series(1, 2500) as n`;
+    const page = await exportPage(sql, segment(MATCH_ALL), { limit: 2100, after: "p0100" });
+    assert.deepEqual([page.lastId, page.more], ["p2200", true]);
+    const ids = page.lines.map((l) => l.id as string);
+    assert.equal(ids.length, 2100);
+    assert.equal(ids[0], "p0101");
+    assert.equal(ids.at(-1), "p2200");
+    assert.deepEqual(ids, [...ids].sort());
+    assert.equal(new Set(ids).size, 2100);
+    const rest = await exportPage(sql, segment(MATCH_ALL), { limit: 2100, after: "p2200" });
+    assert.deepEqual([rest.lastId, rest.more, rest.lines.length], ["p2500", false, 300]);
+  } finally {
+    await db.close();
+  }
+});
+
+Deno.test("openExport: a cancelled body gives the connection back", async () => {
+  await withSeeded(async (sql) => {
+    const view = segment(MATCH_ALL);
+    // More than the pool's connections (PGlite serves one session), each cancelled unread.
+    for (let i = 0; i < 6; i += 1) {
+      const opened = await openExport(sql, view, { limit: 2, now: NOW, timeoutMs: 5000 });
+      assert.deepEqual([opened.lastId, opened.more], ["p02", true]);
+      await opened.lines.cancel();
+    }
+    assert.equal(await countMembers(sql, view, NOW, 100), 7);
+  });
+});
+
+Deno.test("openExport: a condition Postgres cannot evaluate is 502 upstream_error", async () => {
+  await withSeeded(async (sql) => {
+    // Valid for the validator (99 * 99 expansions), too complex for Postgres.
+    const view = segment({
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "((a?){99}){99}",
+      },
+    });
+    await assert.rejects(
+      openExport(sql, view, { limit: 10, now: NOW, timeoutMs: 5000 }),
+      (err: unknown) =>
+        err instanceof HttpError && err.status === 502 && err.code === "upstream_error",
+    );
+    // The failed page left no transaction behind.
+    assert.equal(await countMembers(sql, segment(MATCH_ALL), NOW, 100), 7);
+  });
+});
+
+Deno.test("exportLine: id, provenance, present identity fields, visit dates", () => {
+  assert.deepEqual(
+    exportLine({
+      item_id: "x",
+      provenance: "merged",
+      properties: {
+        email: "x@example.com",
+        firstName: null,
+        zipCode: "75001",
+        age: 3,
+        mergeIdentifier: "m",
+      },
+      first_visit: new Date("2026-01-01T00:00:00Z"),
+      last_visit: null,
+    }),
+    {
+      id: "x",
+      provenance: "merged",
+      email: "x@example.com",
+      zipCode: "75001",
+      mergeIdentifier: "m",
+      properties: { firstVisit: "2026-01-01T00:00:00.000Z" },
+    },
+  );
+});
