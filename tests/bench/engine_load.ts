@@ -1214,6 +1214,13 @@ function literal(value: unknown): string {
  * (custom or generic plan) that the measured iterations saw.
  */
 async function explainStatement(sql: Sql, statement: Captured): Promise<string> {
+  // A cursor's query is explained as a plain query (planned for all rows, not the cursor's
+  // first fraction); transaction control, MOVE and FETCH have no plan.
+  const query = statement.query.trim().replace(
+    /^declare\s+\w+\s+(?:scroll\s+)?cursor\s+for\s+/i,
+    "",
+  );
+  if (!/^(select|with)\b/i.test(query)) return "(no plan: not a query)";
   const conn = await sql.reserve();
   try {
     const names: string[] = [];
@@ -1228,7 +1235,7 @@ async function explainStatement(sql: Sql, statement: Captured): Promise<string> 
     const args = statement.parameters.length > 0
       ? `(${statement.parameters.map(literal).join(", ")})`
       : "";
-    await conn.unsafe(`prepare bench_explain${declared} as ${statement.query}`);
+    await conn.unsafe(`prepare bench_explain${declared} as ${query}`);
     try {
       for (let i = 0; i < 6; i++) await conn.unsafe(`execute bench_explain${args}`);
       const plan = await conn.unsafe(`explain (analyze, buffers) execute bench_explain${args}`);
