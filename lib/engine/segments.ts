@@ -189,10 +189,10 @@ export interface ExportPage {
 
 /**
  * Opens one export page of at most `limit` members after `after`. The condition is evaluated
- * once: the page (plus one row, to learn whether more remain) is gathered by a scroll cursor
- * inside a read-only transaction on a reserved connection, under `timeoutMs`, so X-Next-Cursor
- * is known before the body and the body is read back from that same result, never recomputed.
- * The transaction stays open while the lines are read.
+ * once, under `timeoutMs`: the page (plus one row, to learn whether more remain) is computed into
+ * a held scroll cursor on a reserved connection, so X-Next-Cursor is known before the body and
+ * the body is read back from that result, never recomputed. No transaction stays open while the
+ * lines are read; the connection is released when they end or are cancelled.
  */
 export async function openExport(
   sql: Sql,
@@ -200,12 +200,13 @@ export async function openExport(
   page: { after?: string; limit: number; now: Date; timeoutMs: number },
 ): Promise<ExportPage> {
   const conn = await sql.reserve();
-  let open = true;
-  const close = async (commit: boolean) => {
-    if (!open) return;
-    open = false;
+  let state: "transaction" | "held" | "closed" = "transaction";
+  const close = async () => {
+    if (state === "closed") return;
+    const was = state;
+    state = "closed";
     try {
-      await conn.unsafe(commit ? "commit" : "rollback");
+      await conn.unsafe(was === "transaction" ? "rollback" : "close export_page");
     } finally {
       conn.release();
     }
@@ -218,7 +219,7 @@ export async function openExport(
       select set_config('statement_timeout', ${String(page.timeoutMs)}, true),
              set_config('cursor_tuple_fraction', '1', true)`;
     await conn`
-      declare export_page scroll cursor for
+      declare export_page scroll cursor with hold for
       select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
       where p.scope = ${segment.scope}
         and ${
@@ -231,6 +232,11 @@ export async function openExport(
         ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
       order by p.item_id
       limit ${page.limit + 1}`;
+    // A held cursor is computed in full when its transaction commits, and then read from that
+    // result: moving back and forth through it never evaluates the condition again (an open
+    // cursor over an index scan would re-run it on every move).
+    await conn`commit`;
+    state = "held";
     const found = (await conn`move forward all in export_page`).count;
     const size = Math.min(found, page.limit);
     const [last] = size === 0
@@ -246,7 +252,7 @@ export async function openExport(
             ? await conn.unsafe<_ExportRow[]>(_fetch("forward", Math.min(1000, size - sent)))
             : [];
           if (rows.length === 0) {
-            await close(true);
+            await close();
             return controller.close();
           }
           sent += rows.length;
@@ -254,17 +260,17 @@ export async function openExport(
             encoder.encode(rows.map((row) => JSON.stringify(exportLine(row)) + "\n").join("")),
           );
         } catch (err) {
-          await close(false).catch(() => {});
+          await close().catch(() => {});
           controller.error(err);
         }
       },
       async cancel() {
-        await close(false);
+        await close();
       },
     });
     return { lastId: last?.item_id ?? null, more: found > page.limit, lines };
   } catch (err) {
-    await close(false).catch(() => {});
+    await close().catch(() => {});
     throw evaluationError(err);
   }
 }
