@@ -13,13 +13,15 @@ import { openTokenCipher } from "../../lib/token_cipher.ts";
 import { freshDatabase, type TestClock, testClock } from "../test_support.ts";
 
 /** Runs `fn` over a fresh database and a cipher keyed in a fresh KV; closes both. */
-async function withBrands(fn: (deps: BrandDeps, clock: TestClock) => Promise<void>) {
+async function withBrands(
+  fn: (deps: BrandDeps & { kv: Deno.Kv }, clock: TestClock) => Promise<void>,
+) {
   const database = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
   try {
     const clock = testClock();
     const cipher = await openTokenCipher(kv, undefined);
-    await fn({ sql: database.sql, newId: monotonicFactory(), now: clock.now, cipher }, clock);
+    await fn({ sql: database.sql, kv, newId: monotonicFactory(), now: clock.now, cipher }, clock);
   } finally {
     kv.close();
     await database.close();
