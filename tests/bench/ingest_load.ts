@@ -172,6 +172,9 @@ async function spawnServer(
   name: string,
   args: string[],
   env: Record<string, string>,
+  /** The URL from a JSON line once the process is ready (default: its `url` field). */
+  ready: (line: Record<string, unknown>) => string | null = (line) =>
+    typeof line.url === "string" ? line.url : null,
 ): Promise<Server> {
   const child = new Deno.Command(Deno.execPath(), {
     args,
@@ -188,8 +191,8 @@ async function spawnServer(
   const pumps = [
     pumpLines(child.stdout, (line) => {
       try {
-        const parsed = JSON.parse(line);
-        if (typeof parsed.url === "string") resolveUrl(parsed.url);
+        const url = ready(JSON.parse(line));
+        if (url !== null) resolveUrl(url);
       } catch { /* not a JSON line */ }
     }),
     pumpLines(child.stderr, (line) => {
@@ -585,8 +588,20 @@ async function benchService(
   };
   progress(`${name}: provisioning a brand and a key with the operator CLI`);
   const key = await provision(env);
-  progress(`${name}: starting main.ts`);
-  const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], env);
+  // The forwarder runs as its own process (`deno task worker`), started first so that on PGlite
+  // it owns the embedded database: the engine's work stays off the service's event loop.
+  progress(`${name}: starting the forwarder (workers/forwarder.ts)`);
+  const worker = await spawnServer(
+    `${name} forwarder`,
+    ["run", "-A", "--unstable-kv", "workers/forwarder.ts"],
+    env,
+    (line) => line.message === "forwarder running" ? "http://127.0.0.1:0" : null,
+  );
+  progress(`${name}: starting main.ts with FORWARDER=off`);
+  const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], {
+    ...env,
+    FORWARDER: "off",
+  });
   let reader: { sql: Sql; close(): Promise<void> } | undefined;
   let probe: VisibilityProbe | undefined;
   try {
@@ -628,11 +643,12 @@ async function benchService(
         `${seen.timeouts} of ${seen.samples} not seen within 30 s; ` +
         `${n} of ${visibility.acceptedEvents} events stored`,
     );
-    edge.serverStderrLines = server.stderr.count;
-    edge.queueExceptions = server.stderr.queueExceptions;
-    if (server.stderr.count > 0) {
-      progress(`${name} wrote ${server.stderr.count} stderr lines; last ones:`);
-      for (const line of server.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
+    edge.serverStderrLines = server.stderr.count + worker.stderr.count;
+    edge.queueExceptions = server.stderr.queueExceptions + worker.stderr.queueExceptions;
+    for (const process of [server, worker]) {
+      if (process.stderr.count === 0) continue;
+      progress(`${process.name} wrote ${process.stderr.count} stderr lines; last ones:`);
+      for (const line of process.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
     }
     await closeReader();
     reader = undefined;
@@ -641,6 +657,7 @@ async function benchService(
     await probe?.abort();
     await reader?.close().catch(() => {});
     await server.stop();
+    await worker.stop();
   }
 }
 
