@@ -1,5 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv, RequestMeter } from "./app_env.ts";
+import { HttpError } from "./errors.ts";
 import { usageDailyKey, usageDailyPrefix, usageRecordKey } from "./kv_keys.ts";
 
 // Per-request records are for audits and disputes; the daily sums are kept forever.
@@ -33,22 +34,45 @@ export function usageMeter(deps: { kv: Deno.Kv; now: () => Date }): MiddlewareHa
   return async function usageMeterMiddleware(c, next) {
     const meter: RequestMeter = { started: deps.now(), writes: [], done: false };
     c.set("meter", meter);
-    await next();
-    if (meter.done) return;
-    const op = deps.kv.atomic();
-    if (!meterInto(c, op, c.res.status, deps.now()) && meter.writes.length === 0) return;
+    // A middleware after this one (a limiter's 429) throws past it to the root onError: it is
+    // metered with its status all the same, then rethrown.
+    let thrown: unknown = undefined;
     try {
-      await op.commit();
+      await next();
     } catch (err) {
-      // Metering must never fail a request that already succeeded.
-      console.error(JSON.stringify({
-        level: "error",
-        request_id: c.get("requestId"),
-        message: "usage metering failed",
-        error: String(err),
-      }));
+      thrown = err ?? new Error("unknown error");
     }
+    if (!meter.done) {
+      const status = thrown === undefined
+        ? c.res.status
+        : thrown instanceof HttpError
+        ? thrown.status
+        : 500;
+      await _commitMeter(deps, c, meter, status);
+    }
+    if (thrown !== undefined) throw thrown;
   };
+}
+
+async function _commitMeter(
+  deps: { kv: Deno.Kv; now: () => Date },
+  c: Context<AppEnv>,
+  meter: RequestMeter,
+  status: number,
+): Promise<void> {
+  const op = deps.kv.atomic();
+  if (!meterInto(c, op, status, deps.now()) && meter.writes.length === 0) return;
+  try {
+    await op.commit();
+  } catch (err) {
+    // Metering must never fail a request that already succeeded.
+    console.error(JSON.stringify({
+      level: "error",
+      request_id: c.get("requestId"),
+      message: "usage metering failed",
+      error: String(err),
+    }));
+  }
 }
 
 /**
