@@ -17,7 +17,10 @@ const app = createApp({
   newId: monotonicFactory(),
   config,
 });
-const forwarder = startForwarder({ kv: stores.kv, engine, now });
+// FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).
+const forwarder = config.forwarder
+  ? startForwarder({ kv: stores.kv, engine, now, concurrency: config.forwarderConcurrency })
+  : Promise.resolve();
 
 const server = Deno.serve({
   port: config.port,

@@ -91,7 +91,7 @@ const _COMMANDS: Record<string, _Command<any>> = {
       };
     },
     async run(stores, input) {
-      return await setBrand({ sql: stores.sql, now: () => new Date() }, input);
+      return await setBrand({ sql: stores.sql, kv: stores.kv, now: () => new Date() }, input);
     },
   }),
   "key issue": _command({

@@ -18,6 +18,19 @@ export interface AppDeps {
   shopify?: ShopifyAdmin;
 }
 
+/** A write added to an atomic KV operation. */
+export type KvWrite = (op: Deno.AtomicOperation) => void;
+
+/**
+ * What the usage meter collects while a request runs: the limiters' counts are committed with
+ * the usage record in one KV write, or with the ingest queue's own commit (`done` then).
+ */
+export interface RequestMeter {
+  started: Date;
+  writes: KvWrite[];
+  done: boolean;
+}
+
 /** The authenticated caller of a request. */
 export interface AuthContext extends BrandContext {
   keyId: string;
@@ -28,5 +41,9 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     auth: AuthContext;
+    /** KV entries read ahead with the key record (by `kvKeyId`), so a limiter need not read. */
+    kvPrefetch: Map<string, Deno.KvEntryMaybe<unknown>>;
+    /** The request's usage meter: writes to fold into its one KV commit (lib/usage.ts). */
+    meter: RequestMeter;
   };
 }

@@ -1,15 +1,22 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { API_KEY_PREFIX, authenticateApiKey } from "./api_keys.ts";
 import type { AppDeps, AppEnv, AuthContext } from "./app_env.ts";
-import { findBrandContext, findBrandIdByShop } from "./brands.ts";
+import { type BrandCache, findBrandContext, findBrandIdByShop } from "./brands.ts";
 import { HttpError } from "./errors.ts";
+import { brandVersionKey, kvKeyId } from "./kv_keys.ts";
 import { looksLikeJwt, verifySessionToken } from "./session_token.ts";
 
 const _CHALLENGE = { "WWW-Authenticate": 'Bearer realm="cdp"' };
 
-/** Bearer API-key authentication: resolves key → brand → scope into `c.var.auth`, or 401. */
+/**
+ * Bearer API-key authentication: resolves key → brand → scope into `c.var.auth`, or 401. The
+ * key record is read on every request (a revocation applies to the next one); the brand comes
+ * from `brands`, checked against the brand's version read in one `getMany` with the keys
+ * `prefetch` names (a limiter's window), which land in `c.var.kvPrefetch`.
+ */
 export function apiKeyAuth(
   deps: Pick<AppDeps, "kv" | "sql" | "now">,
+  options: { brands: BrandCache; prefetch?: (keyId: string) => Deno.KvKey[] },
 ): MiddlewareHandler<AppEnv> {
   return async function apiKeyAuthMiddleware(c, next) {
     const token = _bearer(c);
@@ -19,7 +26,13 @@ export function apiKeyAuth(
       });
     }
     const record = await authenticateApiKey(deps, token);
-    const brand = record ? await findBrandContext(deps.sql, record.brand) : null;
+    let brand = null;
+    if (record) {
+      const keys = [brandVersionKey(record.brand), ...(options.prefetch?.(record.id) ?? [])];
+      const [version, ...rest] = await deps.kv.getMany(keys);
+      c.set("kvPrefetch", new Map(rest.map((entry) => [kvKeyId(entry.key), entry])));
+      brand = await options.brands.get(deps.sql, record.brand, version!.versionstamp);
+    }
     if (!record || !brand) {
       // One answer for every failure, so a caller learns nothing about which keys exist.
       throw new HttpError(401, "unauthorized", "API key is invalid, revoked or expired", {

@@ -1,5 +1,6 @@
 import type { Sql } from "./db.ts";
 import { HttpError } from "./errors.ts";
+import { brandVersionKey } from "./kv_keys.ts";
 import type { TokenCipher } from "./token_cipher.ts";
 
 /** The permission that opens commerce, customer and insight routes. */
@@ -55,6 +56,51 @@ export async function findBrandContext(sql: Sql, brandId: string): Promise<Brand
     scope: row.shop_domain,
     beta: row.beta,
     integration: row.status ? { status: row.status, isEnabled: row.is_enabled ?? false } : null,
+  };
+}
+
+/**
+ * Marks a brand changed, after the change committed: every process's cached context of it is
+ * dropped on its next request. (Before the commit, a reader could cache the old state under the
+ * new version.)
+ */
+export async function bumpBrandVersion(kv: Deno.Kv, brandId: string): Promise<void> {
+  await kv.set(brandVersionKey(brandId), Date.now());
+}
+
+/** An in-process cache of brand contexts, each valid for one version of the brand. */
+export interface BrandCache {
+  /**
+   * The brand's context: cached when `version` (the versionstamp of its version key, null
+   * when never bumped) is the one it was loaded under and it is younger than the TTL.
+   */
+  get(sql: Sql, brandId: string, version: string | null): Promise<BrandContext | null>;
+}
+
+/**
+ * A brand-context cache for one process. Writers bump the brand's version in KV after they
+ * commit, so a change through the service or the CLI applies to the next request; the TTL bounds
+ * how long a change that bypasses them (SQL by hand) can go unseen.
+ */
+export function createBrandCache(
+  options: { ttlMs: number; now: () => Date; max?: number },
+): BrandCache {
+  const entries = new Map<string, { version: string | null; at: number; context: BrandContext }>();
+  const max = options.max ?? 10_000;
+  return {
+    async get(sql, brandId, version) {
+      const now = options.now().getTime();
+      const hit = entries.get(brandId);
+      if (hit && hit.version === version && now - hit.at < options.ttlMs) return hit.context;
+      const context = await findBrandContext(sql, brandId);
+      entries.delete(brandId);
+      if (context) {
+        // Oldest first in a Map: dropping the first entry keeps the cache bounded.
+        if (entries.size >= max) entries.delete(entries.keys().next().value!);
+        entries.set(brandId, { version, at: now, context });
+      }
+      return context;
+    },
   };
 }
 
@@ -116,7 +162,7 @@ export async function createBrand(
 
 /** Turns the commerce beta on or off and connects or disconnects the storefront integration. */
 export async function setBrand(
-  deps: Pick<BrandDeps, "sql" | "now">,
+  deps: Pick<BrandDeps, "sql" | "now"> & { kv: Deno.Kv },
   input: { brandId: string; beta?: boolean; integration?: "connected" | "disconnected" },
 ): Promise<BrandView> {
   const now = deps.now();
@@ -149,6 +195,7 @@ export async function setBrand(
     }
     await tx`update brands set updated_at = ${now} where id = ${input.brandId}`;
   });
+  await bumpBrandVersion(deps.kv, input.brandId);
   const context = await findBrandContext(deps.sql, input.brandId);
   if (!context) throw new HttpError(404, "not_found", `no brand ${input.brandId}`);
   return {

@@ -26,6 +26,8 @@ const envSchema = z.object({
     .default("1000,5000,30000,120000,600000"),
   PRODUCT_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   SHOPIFY_MAX_RETRIES: z.coerce.number().int().min(0).max(5).default(2),
+  FORWARDER: z.enum(["on", "off"]).default("on"),
+  FORWARDER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
 });
 
 /** Validated service configuration. */
@@ -58,6 +60,10 @@ export interface Config {
   productCacheTtlSeconds: number;
   /** Retries of a throttled Admin API call (THROTTLED or HTTP 429) before answering 429. */
   shopifyMaxRetries: number;
+  /** Whether main.ts consumes the ingest queue itself (off: `deno task worker` does). */
+  forwarder: boolean;
+  /** Queue messages one forwarder process applies at once. */
+  forwarderConcurrency: number;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -97,5 +103,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),
     productCacheTtlSeconds: e.PRODUCT_CACHE_TTL_SECONDS,
     shopifyMaxRetries: e.SHOPIFY_MAX_RETRIES,
+    forwarder: e.FORWARDER === "on",
+    forwarderConcurrency: e.FORWARDER_CONCURRENCY,
   };
 }

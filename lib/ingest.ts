@@ -57,6 +57,8 @@ export interface Rejection {
 export interface AcceptedEvent {
   index: number;
   event: IngestEvent;
+  /** `storedSizeBound(event)`, for the queue's chunking. */
+  storedBytes: number;
 }
 
 /**
@@ -123,7 +125,7 @@ export function validateBatch(
     // one queue message, or a valid event could never be queued.
     const json = JSON.stringify(parsed.data);
     if (
-      new TextEncoder().encode(json).length > MAX_EVENT_BYTES ||
+      _utf8Length(json) > MAX_EVENT_BYTES ||
       storedSizeBound(parsed.data, json) > MAX_STORED_EVENT_BYTES
     ) {
       rejected.push({
@@ -146,7 +148,12 @@ export function validateBatch(
       });
       return;
     }
-    accepted.push({ index, event });
+    // The queue sizes the stored event (with its id) again; its JSON is this one plus the id.
+    const storedBytes = storedSizeBound(
+      event,
+      `{"id":${JSON.stringify(event.id)},${json.slice(1)}`,
+    );
+    accepted.push({ index, event, storedBytes });
   });
   return { accepted, rejected };
 }
@@ -160,20 +167,31 @@ export async function readJsonBody(request: Request): Promise<unknown> {
   }
 }
 
-/** Queues a batch of accepted events; 503 `service_unavailable` (nothing accepted) on failure. */
+/**
+ * Queues a batch of accepted events; 503 `service_unavailable` (nothing accepted) on failure.
+ * `also` joins the queue's commit (only when the queue lives in `deps.kv`); returns true when
+ * it did, i.e. something was committed with it.
+ */
 export async function queueBatch(
   deps: Pick<AppDeps, "kv" | "queueKv" | "newId" | "config">,
   brandId: string,
   batch: EventBatch,
-): Promise<void> {
-  if (batch.events.length === 0) return;
+  also?: (op: Deno.AtomicOperation) => void,
+  sizes?: number[],
+): Promise<boolean> {
+  if (batch.events.length === 0) return false;
+  const kv = deps.queueKv ?? deps.kv;
+  const folded = also !== undefined && kv === deps.kv;
   try {
-    await enqueueBatch(deps.queueKv ?? deps.kv, {
+    await enqueueBatch(kv, {
       brandId,
       batch,
       newId: deps.newId,
       backoffMs: deps.config.ingestRetryBackoffMs,
+      also: folded ? also : undefined,
+      sizes,
     });
+    return folded;
   } catch (err) {
     throw new HttpError(
       503,
@@ -216,6 +234,25 @@ export function scopeBindingPaths(value: unknown): string[] {
     }
   }
   return found;
+}
+
+function _utf8Length(text: string): number {
+  // At most 3 bytes per UTF-16 unit: short text needs no count (most events are far under).
+  if (text.length * 3 <= MAX_EVENT_BYTES) return text.length;
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    } else bytes += 3;
+  }
+  return bytes;
 }
 
 function _jsonPath(path: PropertyKey[]): string {

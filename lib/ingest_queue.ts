@@ -29,13 +29,16 @@ export const MAX_STORED_EVENT_BYTES = _MESSAGE_BUDGET;
 /** Retry delays (ms) of a message whose handler throws; then it goes to its dead-letter key. */
 export const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
 
-/** Splits events into chunks whose serialized size stays under the queue's message limit. */
-export function chunkEvents(events: IngestEvent[]): IngestEvent[][] {
+/**
+ * Splits events into chunks whose serialized size stays under the queue's message limit.
+ * `sizes[i]`, when given, is `storedSizeBound(events[i])` already computed by the caller.
+ */
+export function chunkEvents(events: IngestEvent[], sizes?: number[]): IngestEvent[][] {
   const chunks: IngestEvent[][] = [];
   let current: IngestEvent[] = [];
   let size = 0;
-  for (const event of events) {
-    const eventSize = storedSizeBound(event);
+  for (const [i, event] of events.entries()) {
+    const eventSize = sizes?.[i] ?? storedSizeBound(event);
     if (current.length > 0 && size + eventSize > _MESSAGE_BUDGET) {
       chunks.push(current);
       current = [];
@@ -50,14 +53,24 @@ export function chunkEvents(events: IngestEvent[]): IngestEvent[][] {
 
 /**
  * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
- * queued or none is (the caller then answers 503 and accepts nothing).
+ * queued or none is (the caller then answers 503 and accepts nothing). `also` adds the request's
+ * other writes (its limiter counts and usage record) to the same commit.
  */
 export async function enqueueBatch(
   kv: Deno.Kv,
-  input: { brandId: string; batch: EventBatch; newId: () => string; backoffMs?: number[] },
+  input: {
+    brandId: string;
+    batch: EventBatch;
+    newId: () => string;
+    backoffMs?: number[];
+    also?: (op: Deno.AtomicOperation) => void;
+    /** `storedSizeBound` of each event, when the caller has it. */
+    sizes?: number[];
+  },
 ): Promise<void> {
   const op = kv.atomic();
-  for (const events of chunkEvents(input.batch.events)) {
+  input.also?.(op);
+  for (const events of chunkEvents(input.batch.events, input.sizes)) {
     const message: EventsMessage = {
       kind: "events",
       id: input.newId(),
@@ -145,10 +158,20 @@ function _toDeadLetter(id: string, value: unknown): DeadLetter | null {
  * bound is property-tested against it (tests/lib/ingest_queue_test.ts).
  */
 export function storedSizeBound(value: unknown, json = JSON.stringify(value)): number {
-  const width = /[^\x20-\xff]/.test(json) ? 2 : 1;
-  const numbers = json.match(/\d+/g)?.length ?? 0;
-  const containers = json.match(/[{[]/g)?.length ?? 0;
-  return width * json.length + 9 * numbers + 8 * containers + 64;
+  // One pass instead of three regular expressions: this runs for every event at the edge.
+  let wide = false;
+  let numbers = 0;
+  let containers = 0;
+  let inDigits = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c < 0x20 || c > 0xff) wide = true;
+    const digit = c >= 0x30 && c <= 0x39;
+    if (digit && !inDigits) numbers++;
+    inDigits = digit;
+    if (c === 0x7b || c === 0x5b) containers++;
+  }
+  return (wide ? 2 : 1) * json.length + 9 * numbers + 8 * containers + 64;
 }
 
 /** The outcome of replaying one dead letter. */

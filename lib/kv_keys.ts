@@ -3,6 +3,11 @@
  * and no two modules can collide.
  */
 
+/** A KV key as a string, for maps keyed by KV keys (the service's keys hold strings and numbers). */
+export function kvKeyId(key: Deno.KvKey): string {
+  return JSON.stringify(key, (_, v) => typeof v === "bigint" ? `${v}n` : v);
+}
+
 /** API key record by the SHA-256 hex of the plaintext key. */
 export function apiKeyByHashKey(hash: string): Deno.KvKey {
   return ["api_keys", "by_hash", hash];
@@ -31,6 +36,24 @@ export function cursorKey(cursorId: string): Deno.KvKey {
 /** One fixed rate-limit window of one limiter for one subject. */
 export function rateLimitKey(limiter: string, subject: string, windowStart: number): Deno.KvKey {
   return ["rate_limits", limiter, subject, windowStart];
+}
+
+/**
+ * One fixed window of a limiter counted with a commutative KV `sum` (a `Deno.KvU64`), apart from
+ * the check-and-set windows of {@linkcode rateLimitKey} whose values are plain numbers.
+ */
+export function rateCounterKey(limiter: string, subject: string, windowStart: number): Deno.KvKey {
+  return ["rate_counters", limiter, subject, windowStart];
+}
+
+/** Prefix of one subject's sum-counted windows of one limiter. */
+export function rateCountersOfSubjectPrefix(limiter: string, subject: string): Deno.KvKey {
+  return ["rate_counters", limiter, subject];
+}
+
+/** Bumped after every change to a brand's scope, permission or integration (cache validation). */
+export function brandVersionKey(brandId: string): Deno.KvKey {
+  return ["brands", "version", brandId];
 }
 
 /** One metered request. */

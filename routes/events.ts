@@ -17,6 +17,7 @@ import {
 } from "../lib/ingest.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
 import { hitRateLimit } from "../lib/rate_limit.ts";
+import { meterInto } from "../lib/usage.ts";
 
 const EventTypeSchema = z.object({
   name: z.string(),
@@ -151,7 +152,16 @@ export function eventRoutes(deps: AppDeps) {
       events: accepted.map((a) => a.event),
     };
     if (!sync) {
-      await queueBatch(deps, auth.brandId, batch);
+      // One KV commit per request: the queue messages, the limiter counts and the usage record.
+      const metered = await queueBatch(
+        deps,
+        auth.brandId,
+        batch,
+        (op) => meterInto(c, op, 202, deps.now()),
+        accepted.map((a) => a.storedBytes),
+      );
+      const meter = c.get("meter");
+      if (metered && meter) meter.done = true;
       return c.json({ accepted: accepted.length, rejected, scope }, 202);
     }
     const results = accepted.length === 0

@@ -7,6 +7,7 @@
  * retry applies it.
  */
 import type { Sql, Tx } from "../db.ts";
+import { bumpBrandVersion } from "../brands.ts";
 import { HttpError } from "../errors.ts";
 import {
   normalizeEmail,
@@ -115,6 +116,8 @@ export interface WebhookResult {
 /** What {@linkcode applyWebhook} needs. */
 export interface WebhookDeps {
   sql: Sql;
+  /** Where a disconnect bumps the brand's version (cached brand contexts). */
+  kv: Deno.Kv;
   now: () => Date;
   newId: () => string;
   /** Structured log lines (customers/data_request); console.log by default. */
@@ -140,7 +143,7 @@ export async function applyWebhook(
   const connected = integration.status === "connected";
   const effect = _effect(deps, delivery, integration.brand_id, connected);
   const now = deps.now();
-  return await deps.sql.begin(async (sql) => {
+  const result = await deps.sql.begin(async (sql) => {
     const tx = sql as unknown as Tx;
     const recorded = await tx`
       insert into webhook_deliveries (shop_domain, webhook_id, topic, received_at)
@@ -150,7 +153,14 @@ export async function applyWebhook(
     if (recorded.length === 0) return { outcome: "duplicate" } satisfies WebhookResult;
     return await effect(tx);
   });
+  if (result.outcome === "applied" && _DISCONNECTING_TOPICS.has(delivery.topic)) {
+    await bumpBrandVersion(deps.kv, integration.brand_id);
+  }
+  return result;
 }
+
+// Topics whose effect changes the brand's integration (cached by the request pipeline).
+const _DISCONNECTING_TOPICS = new Set(["app/uninstalled", "shop/redact"]);
 
 /** Privacy and shop payloads name their shop; it must be the one of the header. */
 function _checkPayloadShop(delivery: WebhookDelivery): void {

@@ -12,8 +12,10 @@
  * 2. Forwarder: `createEmbeddedEngine(...).applyEvents(batch)` against the plain multi-row INSERT
  *    of the same rows into a scratch table shaped like `events`, sequential and concurrent, on
  *    PostgreSQL and on PGlite.
- * 3. Visibility: during the service's edge load, every 20th batch is timed from its 202 until
- *    its first event is readable in `events` (the service's own forwarder moves it).
+ *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
+ * 3. Visibility: the service as deployed by default (its own bounded forwarder) over a fresh KV
+ *    store, under a steady BENCH_VISIBILITY_RATE; every 20th batch is timed from its 202 until
+ *    its first event is readable in `events`.
  *
  * Prints progress on stderr, then markdown tables and one JSON summary line on stdout. Targets
  * are reported PASS/FAIL, never asserted. The exit code is 1 only when the run is invalid (a
@@ -21,7 +23,8 @@
  *
  * Environment (all optional): BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test;
  * an admin connection used to create and drop scratch databases), BENCH_REQUESTS (3000),
- * BENCH_WARMUP (300), BENCH_CONCURRENCY (32), BENCH_FORWARD_EVENTS (20000).
+ * BENCH_WARMUP (300), BENCH_CONCURRENCY (32), BENCH_FORWARD_EVENTS (20000),
+ * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600).
  */
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
@@ -43,6 +46,9 @@ const BATCH = 50;
 const PROFILES = 5000;
 const APPLIERS = 4;
 const SAMPLE_EVERY = 20;
+/** The steady load of the visibility phase (requests/s of 50 events) and its length. */
+const VISIBILITY_RATE = _intEnv("BENCH_VISIBILITY_RATE", 20);
+const VISIBILITY_REQUESTS = _intEnv("BENCH_VISIBILITY_REQUESTS", 600);
 const POLL_MS = 10;
 const VISIBILITY_LIMIT_MS = 30_000;
 /** Bounds of each measured phase and of the whole run. */
@@ -333,6 +339,8 @@ async function runLoad(
     /** Called for every sampled request before it is sent; its answer time goes to `onSampled`. */
     marker?: (i: number) => Marker | null;
     onSampled?: (marker: Marker, acceptedAt: number) => void;
+    /** Paced: request i is not sent before start + i / rate seconds (open-loop arrival). */
+    rate?: number;
   },
 ): Promise<LoadResult> {
   const random = prng(options.seed);
@@ -348,6 +356,10 @@ async function runLoad(
   async function client(): Promise<void> {
     while (next < options.count && performance.now() < deadline) {
       const i = next++;
+      if (options.rate) {
+        const due = started + (1000 * i) / options.rate;
+        if (due > performance.now()) await sleep(due - performance.now());
+      }
       const events = wireEvents(random, BATCH);
       const marker = options.marker?.(i) ?? null;
       if (marker) Object.assign(events[0]!, marker);
@@ -414,17 +426,26 @@ async function measureEdge(
     marker: (i: number) => Marker | null;
     onSampled: (marker: Marker, acceptedAt: number) => void;
   },
+  paced?: { rate: number; count: number },
 ): Promise<EdgeRow> {
-  progress(`${server.name}: warm-up, ${WARMUP} requests`);
+  // A paced phase warms up at its own pace: a burst would leave a backlog ahead of the samples.
+  const warmup = paced ? Math.min(WARMUP, 2 * paced.rate) : WARMUP;
+  progress(`${server.name}: warm-up, ${warmup} requests`);
   const warm = await runLoad(server.url, {
-    count: WARMUP,
+    count: warmup,
     headers,
     seed: 1,
     limitMs: LOAD_LIMIT_MS,
+    rate: paced?.rate,
   });
-  progress(`${server.name}: ${REQUESTS} requests from ${CONCURRENCY} clients`);
+  const count = paced?.count ?? REQUESTS;
+  progress(
+    `${server.name}: ${count} requests from ${CONCURRENCY} clients` +
+      (paced ? `, paced at ${paced.rate} req/s` : ""),
+  );
   const load = await runLoad(server.url, {
-    count: REQUESTS,
+    count,
+    rate: paced?.rate,
     headers,
     seed: 2,
     limitMs: LOAD_LIMIT_MS,
@@ -470,6 +491,9 @@ interface VisibilityRow {
   acceptedEvents: number;
   /** Events the service's forwarder stored per second, from the start of the measured load. */
   forwarderEventsPerSecond: number;
+  /** The request rate the paced load achieved, and its non-202 answers. */
+  rate: number;
+  errors: number;
 }
 
 /**
@@ -560,17 +584,28 @@ class VisibilityProbe {
 
 // --- the service ----------------------------------------------------------------------------
 
-async function provision(env: Record<string, string>): Promise<string> {
+async function provision(env: Record<string, string>): Promise<{ brandId: string; key: string }> {
   const admin = ["run", "-A", "--unstable-kv", "admin.ts"];
   const brand = JSON.parse(
     await runCommand([...admin, "brand", "create", "--name", "Bench", "--shop", SCOPE], env),
   );
+  return { brandId: brand.id, key: await issueKey(env, brand.id) };
+}
+
+async function issueKey(env: Record<string, string>, brandId: string): Promise<string> {
+  const admin = ["run", "-A", "--unstable-kv", "admin.ts"];
   const key = JSON.parse(
-    await runCommand([...admin, "key", "issue", "--brand", brand.id, "--name", "bench"], env),
+    await runCommand([...admin, "key", "issue", "--brand", brandId, "--name", "bench"], env),
   );
   return key.key;
 }
 
+/**
+ * Two phases per store. Edge: main.ts with FORWARDER=off, so that nothing consumes the queue
+ * while the edge is measured (as floor 2). Visibility: main.ts as deployed by default (its own
+ * bounded forwarder) over a fresh KV store, at a steady VISIBILITY_RATE, every 20th batch timed
+ * from its 202 until readable.
+ */
 async function benchService(
   store: "PGlite" | "PostgreSQL",
   databaseUrl: string,
@@ -584,9 +619,30 @@ async function benchService(
     RATE_LIMIT_PER_MINUTE: "100000000",
   };
   progress(`${name}: provisioning a brand and a key with the operator CLI`);
-  const key = await provision(env);
-  progress(`${name}: starting main.ts`);
-  const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], env);
+  const { brandId, key } = await provision(env);
+  progress(`${name}: starting main.ts with FORWARDER=off (edge phase)`);
+  const edgeServer = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], {
+    ...env,
+    FORWARDER: "off",
+  });
+  let edge: EdgeRow;
+  try {
+    edge = await measureEdge(edgeServer, store, { authorization: `Bearer ${key}` });
+  } finally {
+    await edgeServer.stop();
+  }
+  edge.serverStderrLines = edgeServer.stderr.count;
+  if (edgeServer.stderr.count > 0) {
+    progress(`${name} wrote ${edgeServer.stderr.count} stderr lines; last ones:`);
+    for (const line of edgeServer.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
+  }
+
+  // A fresh KV store: the edge phase left its batches queued, unconsumed.
+  const visibilityEnv = { ...env, KV_PATH: `${dataDir}/kv_visibility.sqlite3` };
+  const visibilityKey = await issueKey(visibilityEnv, brandId);
+  const label = `${name} + forwarder`;
+  progress(`${name}: starting main.ts with its forwarder (visibility phase)`);
+  const server = await spawnServer(label, ["run", "-A", "--unstable-kv", "main.ts"], visibilityEnv);
   let reader: { sql: Sql; close(): Promise<void> } | undefined;
   let probe: VisibilityProbe | undefined;
   try {
@@ -596,44 +652,58 @@ async function benchService(
       throw new Error("the benchmark owns the embedded database: the service does not serve it");
     }
     const closeReader = onCleanup(`${name} reader`, () => database.close());
+    const [before] = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from events where scope = ${SCOPE}`;
     const visibilityProbe = probe = new VisibilityProbe(database.sql);
     const tag = `v${Date.now().toString(36)}`;
     let loadStarted = 0;
-    const edge = await measureEdge(server, store, { authorization: `Bearer ${key}` }, {
-      marker: (i) => {
-        if (i === 0) {
-          loadStarted = performance.now();
-          visibilityProbe.start();
-        }
-        return i % SAMPLE_EVERY === 0
-          ? { profileId: `p${i % PROFILES}`, sessionId: tag + i }
-          : null;
+    const paced = await measureEdge(
+      server,
+      store,
+      { authorization: `Bearer ${visibilityKey}` },
+      {
+        marker: (i) => {
+          if (i === 0) {
+            loadStarted = performance.now();
+            visibilityProbe.start();
+          }
+          return i % SAMPLE_EVERY === 0
+            ? { profileId: `p${i % PROFILES}`, sessionId: tag + i }
+            : null;
+        },
+        onSampled: (marker, acceptedAt) => visibilityProbe.add(marker, acceptedAt),
       },
-      onSampled: (marker, acceptedAt) => visibilityProbe.add(marker, acceptedAt),
-    });
-    progress(`${name}: waiting for the sampled batches to become readable (<= 30 s each)`);
+      { rate: VISIBILITY_RATE, count: VISIBILITY_REQUESTS },
+    );
+    progress(`${label}: waiting for the sampled batches to become readable (<= 30 s each)`);
     const seen = await visibilityProbe.finish();
     const [row] = await database.sql<{ n: number }[]>`
       select count(*)::int as n from events where scope = ${SCOPE}`;
-    const n = row?.n ?? 0;
+    const n = (row?.n ?? 0) - (before?.n ?? 0);
     const visibility: VisibilityRow = {
-      service: name,
+      service: label,
       ...seen,
       storedEvents: n,
-      acceptedEvents: (WARMUP + edge.requests - edge.errors) * BATCH,
+      acceptedEvents: (Math.min(WARMUP, 2 * VISIBILITY_RATE) + paced.requests - paced.errors) *
+        BATCH,
       forwarderEventsPerSecond: n / ((performance.now() - loadStarted) / 1000),
+      rate: paced.rps,
+      errors: paced.errors,
     };
     progress(
-      `${name}: visibility p50 ${seen.p50.toFixed(0)} ms, p99 ${seen.p99.toFixed(0)} ms, ` +
-        `${seen.timeouts} of ${seen.samples} not seen within 30 s; ` +
+      `${label}: ${paced.rps.toFixed(0)} req/s offered; visibility p50 ${
+        seen.p50.toFixed(0)
+      } ms, ` +
+        `p99 ${
+          seen.p99.toFixed(0)
+        } ms, ${seen.timeouts} of ${seen.samples} not seen within 30 s; ` +
         `${n} of ${visibility.acceptedEvents} events stored`,
     );
-    edge.serverStderrLines = server.stderr.count;
-    edge.queueExceptions = server.stderr.queueExceptions;
     if (server.stderr.count > 0) {
-      progress(`${name} wrote ${server.stderr.count} stderr lines; last ones:`);
+      progress(`${label} wrote ${server.stderr.count} stderr lines; last ones:`);
       for (const line of server.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
     }
+    edge.queueExceptions = server.stderr.queueExceptions;
     await closeReader();
     reader = undefined;
     return { edge, visibility };
@@ -932,6 +1002,7 @@ async function main(): Promise<number> {
   }
   for (const v of visibilities) {
     if (v.pollErrors > 0) invalid.push(`${v.service}: ${v.pollErrors} failed visibility polls`);
+    if (v.errors > 0) invalid.push(`${v.service}: ${v.errors} non-202 answers`);
   }
 
   const out: string[] = [];
@@ -964,12 +1035,15 @@ async function main(): Promise<number> {
       ]),
     ),
     "",
-    `### Visibility: 202 to first event readable (every ${SAMPLE_EVERY}th request, polled every ` +
-      `${POLL_MS} ms, bound ${VISIBILITY_LIMIT_MS / 1000} s)`,
+    `### Visibility: 202 to first event readable, service with its own forwarder, ` +
+      `${VISIBILITY_REQUESTS} requests paced at ${VISIBILITY_RATE} req/s (every ${SAMPLE_EVERY}th ` +
+      `request, polled every ${POLL_MS} ms, bound ${VISIBILITY_LIMIT_MS / 1000} s)`,
     "",
     table(
       [
         "service",
+        "req/s achieved",
+        "errors",
         "samples",
         "p50 ms",
         "p99 ms",
@@ -980,6 +1054,8 @@ async function main(): Promise<number> {
       ],
       visibilities.map((v) => [
         v.service,
+        fmt(v.rate),
+        v.errors,
         v.samples,
         fmt(v.p50),
         fmt(v.p99),
@@ -1043,6 +1119,8 @@ async function main(): Promise<number> {
     })),
     visibility: visibilities.map((v) => ({
       service: v.service,
+      rps: Math.round(v.rate),
+      errors: v.errors,
       samples: v.samples,
       timeouts: v.timeouts,
       p50Ms: Math.round(v.p50),

@@ -4,22 +4,26 @@ import {
   BETA_COMMERCE,
   type BrandDeps,
   createBrand,
+  createBrandCache,
   findBrandContext,
   parseShopDomain,
   setBrand,
 } from "../../lib/brands.ts";
+import { brandVersionKey } from "../../lib/kv_keys.ts";
 import { HttpError } from "../../lib/errors.ts";
 import { openTokenCipher } from "../../lib/token_cipher.ts";
 import { freshDatabase, type TestClock, testClock } from "../test_support.ts";
 
 /** Runs `fn` over a fresh database and a cipher keyed in a fresh KV; closes both. */
-async function withBrands(fn: (deps: BrandDeps, clock: TestClock) => Promise<void>) {
+async function withBrands(
+  fn: (deps: BrandDeps & { kv: Deno.Kv }, clock: TestClock) => Promise<void>,
+) {
   const database = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
   try {
     const clock = testClock();
     const cipher = await openTokenCipher(kv, undefined);
-    await fn({ sql: database.sql, newId: monotonicFactory(), now: clock.now, cipher }, clock);
+    await fn({ sql: database.sql, kv, newId: monotonicFactory(), now: clock.now, cipher }, clock);
   } finally {
     kv.close();
     await database.close();
@@ -266,5 +270,27 @@ Deno.test("setBrand: an integration change on a brand without shop → 400, noth
     assert.equal(context?.integration, null);
     // Beta alone works on a brand without a shop.
     assert.equal((await setBrand(deps, { brandId: brand.id, beta: true })).beta, true);
+  });
+});
+
+Deno.test("brand cache: kept while the brand's version holds; a bump or the TTL reloads it", async () => {
+  await withBrands(async (deps, clock) => {
+    const brand = await createBrand(deps, { name: "Acme", shop: "acme.myshopify.com", beta: true });
+    const cache = createBrandCache({ ttlMs: 60_000, now: clock.now });
+    const version = async () => (await deps.kv.get(brandVersionKey(brand.id))).versionstamp;
+    assert.equal((await cache.get(deps.sql, brand.id, await version()))!.beta, true);
+    // A change behind the writers' back is not seen while the version holds...
+    await deps.sql`delete from brand_permissions where brand_id = ${brand.id}`;
+    assert.equal((await cache.get(deps.sql, brand.id, await version()))!.beta, true);
+    // ...and is once the TTL has passed.
+    clock.advance(60_000);
+    assert.equal((await cache.get(deps.sql, brand.id, await version()))!.beta, false);
+    // setBrand bumps the version after its commit: the next lookup sees the change at once.
+    await setBrand(deps, { brandId: brand.id, integration: "disconnected" });
+    const context = await cache.get(deps.sql, brand.id, await version());
+    assert.equal(context!.integration?.status, "disconnected");
+    assert.notEqual(await version(), null);
+    // An unknown brand is never cached as present.
+    assert.equal(await cache.get(deps.sql, "no-such-brand", null), null);
   });
 });

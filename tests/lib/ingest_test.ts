@@ -8,6 +8,7 @@ import {
   scopeBindingPaths,
   validateBatch,
 } from "../../lib/ingest.ts";
+import { storedSizeBound } from "../../lib/ingest_queue.ts";
 
 type Options = Parameters<typeof validateBatch>[1];
 
@@ -480,7 +481,12 @@ Deno.test("validateBatch: the check sees the parsed event with its new id; null 
   });
   assert.deepEqual(rejected, []);
   assert.deepEqual(seen, [{ id: "the-id", ...raw }]);
-  assert.deepEqual(accepted, [{ index: 0, event: { id: "the-id", ...raw } }]);
+  // The size the queue chunks by is the stored event's, id included.
+  assert.deepEqual(accepted, [{
+    index: 0,
+    event: { id: "the-id", ...raw },
+    storedBytes: storedSizeBound({ id: "the-id", ...raw }),
+  }]);
 });
 
 // --- accepted events and ids ---
@@ -494,7 +500,7 @@ Deno.test("validateBatch: accepted events keep their index and take ids in order
     ev({ profileId: "c" }),
   ];
   const { accepted, rejected } = validate({ events }, { newId: ids.newId });
-  assert.deepEqual(accepted, [
+  assert.deepEqual(accepted.map(({ index, event }) => ({ index, event })), [
     { index: 0, event: { id: "id-1", ...events[0] } },
     { index: 2, event: { id: "id-2", ...events[2] } },
     { index: 3, event: { id: "id-3", ...events[3] } },

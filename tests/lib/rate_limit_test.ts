@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { Hono } from "hono";
 import type { AppEnv } from "../../lib/app_env.ts";
 import { onError } from "../../lib/errors.ts";
-import { rateLimitKey } from "../../lib/kv_keys.ts";
-import { hitRateLimit, rateLimit, type RateLimitPolicy } from "../../lib/rate_limit.ts";
+import { rateCounterKey, rateLimitKey } from "../../lib/kv_keys.ts";
+import { admitBySum, hitRateLimit, rateLimit, type RateLimitPolicy } from "../../lib/rate_limit.ts";
 import { errorBody, testClock, withKv } from "../test_support.ts";
 
 const MINUTE: RateLimitPolicy = { name: "api", limit: 3, windowMs: 60_000 };
@@ -165,5 +165,110 @@ Deno.test("rateLimit middleware: RateLimit-* headers, then 429 with Retry-After"
       assert.equal(res.headers.get("ratelimit-limit"), null);
       await res.body?.cancel();
     }
+  });
+});
+
+// --- sum-counted windows ---
+
+const SUMMED: RateLimitPolicy = { name: "api", limit: 3, windowMs: 60_000, counting: "sum" };
+
+async function hitBySum(kv: Deno.Kv, policy: RateLimitPolicy, subject: string, now: Date) {
+  const { count, ...result } = await admitBySum(kv, policy, subject, now);
+  if (result.allowed) {
+    const op = kv.atomic();
+    count(op);
+    assert.ok((await op.commit()).ok);
+  }
+  return result;
+}
+
+Deno.test("admitBySum: admits up to the limit from the window's count, refused hits are not counted", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    clock.advance(15_500);
+    for (let i = 0; i < 3; i++) {
+      assert.deepEqual(await hitBySum(kv, SUMMED, "key_1", clock.now()), {
+        allowed: true,
+        limit: 3,
+        remaining: 2 - i,
+        retryAfterSeconds: 45,
+      });
+    }
+    assert.deepEqual(await hitBySum(kv, SUMMED, "key_1", clock.now()), {
+      allowed: false,
+      limit: 3,
+      remaining: 0,
+      retryAfterSeconds: 45,
+    });
+    const windowStart = Date.parse("2026-11-21T12:00:00.000Z");
+    const counter = await kv.get<Deno.KvU64>(rateCounterKey("api", "key_1", windowStart));
+    assert.equal(counter.value?.value, 3n);
+    assert.equal((await hitBySum(kv, SUMMED, "key_2", clock.now())).allowed, true);
+    clock.advance(60_000);
+    assert.equal((await hitBySum(kv, SUMMED, "key_1", clock.now())).remaining, 2);
+  });
+});
+
+Deno.test("admitBySum: concurrent hits are all counted, with no retry; over-admission is bounded by the hits in flight", async () => {
+  await withKv(async (kv) => {
+    const now = testClock().now();
+    const policy: RateLimitPolicy = { ...SUMMED, limit: 20 };
+    // 50 decisions read the same empty window before any count commits: all are admitted, and
+    // every one is counted, so the window is closed to whatever comes next.
+    const decisions = await Promise.all(
+      Array.from({ length: 50 }, () => admitBySum(kv, policy, "key_1", now)),
+    );
+    assert.equal(decisions.filter((d) => d.allowed).length, 50);
+    await Promise.all(decisions.map(async (d) => {
+      const op = kv.atomic();
+      d.count(op);
+      assert.ok((await op.commit()).ok);
+    }));
+    const windowStart = Math.floor(now.getTime() / 60_000) * 60_000;
+    const counter = await kv.get<Deno.KvU64>(rateCounterKey("api", "key_1", windowStart));
+    assert.equal(counter.value?.value, 50n);
+    assert.equal((await admitBySum(kv, policy, "key_1", now)).allowed, false);
+  });
+});
+
+Deno.test("admitBySum: the first hit of a window removes the subject's older windows only", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    await hitBySum(kv, SUMMED, "key_1", clock.now());
+    await hitBySum(kv, SUMMED, "key_2", clock.now());
+    clock.advance(5 * 60_000);
+    await hitBySum(kv, SUMMED, "key_1", clock.now());
+    const left = await Array.fromAsync(kv.list({ prefix: ["rate_counters"] }), (e) => e.key);
+    const start = Date.parse("2026-11-21T12:00:00.000Z");
+    assert.deepEqual(left, [
+      rateCounterKey("api", "key_1", start + 5 * 60_000),
+      rateCounterKey("api", "key_2", start),
+    ]);
+  });
+});
+
+Deno.test("rateLimit middleware, sum-counted: headers and 429 as the exact limiter, counting at once without a meter", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    clock.advance(20_000);
+    const app = new Hono<AppEnv>();
+    app.onError(onError);
+    app.use(rateLimit({
+      kv,
+      now: clock.now,
+      policy: { name: "mw", limit: 2, windowMs: 60_000, counting: "sum" },
+      subject: () => "s1",
+    }));
+    app.get("/", (c) => c.text("ok"));
+    for (const remaining of ["1", "0"]) {
+      const res = await app.request("/");
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("ratelimit-remaining"), remaining);
+      await res.body?.cancel();
+    }
+    const limited = await app.request("/");
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers.get("retry-after"), "40");
+    assert.equal((await errorBody(limited)).error, "rate_limited");
   });
 });

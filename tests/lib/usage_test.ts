@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { Hono } from "hono";
 import type { AppEnv, AuthContext } from "../../lib/app_env.ts";
 import { usageDailyKey, usageRecordKey } from "../../lib/kv_keys.ts";
-import { routeFamily, summarizeUsage, usageMeter, type UsageRecord } from "../../lib/usage.ts";
+import {
+  meterInto,
+  routeFamily,
+  summarizeUsage,
+  usageMeter,
+  type UsageRecord,
+} from "../../lib/usage.ts";
 import { testClock, withKv } from "../test_support.ts";
 
 async function count(kv: Deno.Kv, brand: string, day: string, family: string, n: number) {
@@ -118,5 +124,50 @@ Deno.test("usageMeter: meters authenticated requests once, whatever the status",
     assert.equal((await kv.get(usageRecordKey("brand_a", day, "r4"))).value, null);
     const records = await Array.fromAsync(kv.list({ prefix: ["usage", "requests"] }));
     assert.equal(records.length, 3);
+  });
+});
+
+Deno.test("meterInto: a handler folds the pending writes and the usage record into its own commit", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    const auth = { brandId: "brand_a", keyId: "key_1" } as AuthContext;
+    const app = new Hono<AppEnv>();
+    app.use(async (c, next) => {
+      c.set("requestId", c.req.header("x-request-id")!);
+      c.set("auth", auth);
+      await next();
+    });
+    app.use(usageMeter({ kv, now: clock.now }));
+    app.use(async (c, next) => {
+      // What a limiter leaves for the meter's commit.
+      c.get("meter").writes.push((op) => op.sum(["test_counter"], 1n));
+      await next();
+    });
+    app.post("/cdp/events", async (c) => {
+      const op = kv.atomic().set(["handler_write"], c.get("requestId"));
+      if (c.req.query("fold") === "yes") {
+        assert.equal(meterInto(c, op, 202, clock.now()), true);
+        await op.commit();
+        c.get("meter").done = true;
+      } else {
+        await op.commit();
+      }
+      return c.json({}, 202);
+    });
+    const send = async (id: string, fold: string) =>
+      await (await app.request(`/cdp/events?fold=${fold}`, {
+        method: "POST",
+        headers: { "x-request-id": id },
+      })).body?.cancel();
+    await send("r1", "yes");
+    await send("r2", "no");
+    // Either way: one record per request, one count per request, each pending write once.
+    assert.deepEqual(await summarizeUsage(kv, "brand_a"), [
+      { day: "2026-11-21", family: "events", requests: 2 },
+    ]);
+    assert.equal((await kv.get<Deno.KvU64>(["test_counter"])).value?.value, 2n);
+    const r1 = (await kv.get<UsageRecord>(usageRecordKey("brand_a", "2026-11-21", "r1"))).value;
+    assert.equal(r1?.status, 202);
+    assert.equal(r1?.route, "/cdp/events");
   });
 });

@@ -239,6 +239,54 @@ Deno.test("ingest async: 202, events queued with server ids and the brand's scop
   });
 });
 
+Deno.test("ingest async: metered once (202, and 429 past the API limit) and counted by the limit", async () => {
+  await withContext(async (ctx) => {
+    const { summarizeUsage } = await import("../../lib/usage.ts");
+    const brand = await ctx.seedBrand();
+    for (const remaining of ["2", "1", "0"]) {
+      const res = await post(ctx, brand.key, { events: [view("store_1")] });
+      assert.equal(res.status, 202);
+      assert.equal(res.headers.get("ratelimit-remaining"), remaining);
+      await res.body?.cancel();
+    }
+    const limited = await post(ctx, brand.key, { events: [view("store_1")] });
+    assert.equal(limited.status, 429);
+    await limited.body?.cancel();
+    // An all-rejected batch queues nothing and is still metered once.
+    ctx.clock.advance(60_000);
+    const rejected = await post(ctx, brand.key, { events: [{ eventType: "page_viewed" }] });
+    assert.equal(rejected.status, 202);
+    await rejected.body?.cancel();
+    const day = ctx.clock.now().toISOString().slice(0, 10);
+    assert.deepEqual(await summarizeUsage(ctx.kv, brand.brandId), [
+      { day, family: "events", requests: 5 },
+    ]);
+    const records = await Array.fromAsync(
+      ctx.kv.list<{ status: number; route: string }>({
+        prefix: ["usage", "requests", brand.brandId],
+      }),
+    );
+    assert.deepEqual(records.map((r) => r.value.status), [202, 202, 202, 429, 202]);
+    // A 429 never reached the handler: its route is the pattern of the limiter that refused it.
+    assert.ok(records.every((r) => r.value.status !== 202 || r.value.route === "/cdp/events"));
+  }, { RATE_LIMIT_PER_MINUTE: "3" });
+});
+
+Deno.test("auth: a brand change by another process (the CLI) applies to the next request", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    assert.equal((await ctx.request("/cdp/commerce/orders", brand.key)).status, 200);
+    // The CLI opens its own handles on the same stores; its setBrand bumps the brand's version.
+    await setBrand({ sql: ctx.sql, kv: ctx.kv, now: ctx.clock.now }, {
+      brandId: brand.brandId,
+      beta: false,
+    });
+    const res = await ctx.request("/cdp/commerce/orders", brand.key);
+    assert.equal(res.status, 403);
+    assert.equal((await errorBody(res)).error, "beta_not_enabled");
+  });
+});
+
 Deno.test("ingest async: invalid events are reported with JSON paths; the valid ones are accepted", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();

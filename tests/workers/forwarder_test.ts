@@ -241,3 +241,61 @@ Deno.test("forwarder: killed mid-message (SIGKILL), it loses nothing after a res
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("forwarder: at most `concurrency` messages apply at once; the others wait their turn", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    let running = 0;
+    let peak = 0;
+    const gates: (() => void)[] = [];
+    const gated = {
+      checkEvent: engine.checkEvent,
+      async applyEvents(batch: EventBatch) {
+        running++;
+        peak = Math.max(peak, running);
+        await new Promise<void>((resolve) => gates.push(resolve));
+        try {
+          return await engine.applyEvents(batch);
+        } finally {
+          running--;
+        }
+      },
+    };
+    const handle = createQueueHandler({ kv, engine: gated, now: clock.now, concurrency: 2 });
+    const handled = Array.from({ length: 5 }, (_, i) => handle(message([pageView(`p${i}`)])));
+    await eventually(() => gates.length === 2);
+    // Release one at a time: a waiting message starts only when a slot frees up.
+    while (gates.length > 0 || running > 0) {
+      gates.shift()?.();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await Promise.all(handled);
+    assert.equal(peak, 2);
+    assert.equal(await eventCount(sql), 5);
+  });
+});
+
+Deno.test("forwarder: with a wake-up, a listener on another handle of the store gets the messages", async () => {
+  const path = await Deno.makeTempFile({ suffix: ".sqlite3" });
+  const service = await Deno.openKv(path);
+  const worker = await Deno.openKv(path);
+  const db = await freshDatabase();
+  try {
+    const clock = testClock();
+    const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
+    const listening = startForwarder({ kv: worker, engine, now: clock.now, wakeMs: 50 });
+    const { batch } = message([pageView("p1"), pageView("p2")]);
+    await enqueueBatch(service, { brandId: "brand_1", batch, newId });
+    await eventually(async () => (await eventCount(db.sql)) === 2);
+    worker.close();
+    await listening;
+    // The wake-up messages themselves are never dead letters.
+    assert.deepEqual(await listDeadLetters(service), []);
+  } finally {
+    service.close();
+    await db.close();
+    for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+      await Deno.remove(file).catch(() => {});
+    }
+  }
+});

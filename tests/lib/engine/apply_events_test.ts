@@ -302,3 +302,86 @@ Deno.test("engine: past its deadline a batch stores nothing", async () => {
     assert.equal(await count(sql, "profiles"), 0);
   });
 });
+
+// --- the visits-only statements (no updateProperties, no merge target) ---
+
+Deno.test("engine: plain server events on a pixel profile make it merged; only the first reports updated", async () => {
+  await withEngine(async (engine, sql) => {
+    await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "s1" })], "pixel"));
+    const first = await engine.applyEvents(batch([
+      event({ profileId: "anon_1", sessionId: "s1", timeStamp: "2026-11-21T12:00:02Z" }),
+      event({ profileId: "anon_1", sessionId: "s2", timeStamp: "2026-11-21T12:00:01Z" }),
+      event({ profileId: "fresh_1", sessionId: "s3" }),
+    ]));
+    // The earliest event of the profile is the one that changed it.
+    assert.deepEqual(first.map((r) => r.ok && r.result.updated), [0, 1, 0]);
+    const row = (await profile(sql, "anon_1"))!;
+    assert.equal(row.provenance, "merged");
+    assert.equal(row.nb_of_visits, 2);
+    assert.equal((await profile(sql, "fresh_1"))!.provenance, "server");
+    // A pixel event never changes a server or merged profile's provenance.
+    const pixel = await engine.applyEvents(batch([event({ profileId: "fresh_1" })], "pixel"));
+    assert.deepEqual(pixel.map((r) => r.ok && r.result.updated), [0]);
+    assert.equal((await profile(sql, "fresh_1"))!.provenance, "server");
+  });
+});
+
+Deno.test("engine: plain events keep visit spans, session counts and redelivery exact", async () => {
+  await withEngine(async (engine, sql) => {
+    const events = [
+      event({ profileId: "p", sessionId: "s1", timeStamp: "2026-11-21T10:00:00Z" }),
+      event({ profileId: "p", sessionId: "s1", timeStamp: "2026-11-21T09:00:00Z" }),
+      event({ profileId: "p", sessionId: "s2", timeStamp: "2026-11-21T11:00:00Z" }),
+    ];
+    await engine.applyEvents(batch(events));
+    const again = await engine.applyEvents(batch(events));
+    assert.deepEqual(again.map((r) => r.ok && r.result.processedItems), [0, 0, 0]);
+    const row = (await profile(sql, "p"))!;
+    assert.equal(row.nb_of_visits, 2);
+    assert.equal(row.first_visit.toISOString(), "2026-11-21T09:00:00.000Z");
+    assert.equal(row.last_visit.toISOString(), "2026-11-21T11:00:00.000Z");
+    const [s1] = await sql`
+      select first_event_at, last_event_at, event_count from sessions where item_id = 's1'`;
+    assert.equal(s1!.event_count, 2);
+    assert.equal(s1!.first_event_at.toISOString(), "2026-11-21T09:00:00.000Z");
+    // A later batch widens the span and adds no visit for a known session.
+    await engine.applyEvents(batch([
+      event({ profileId: "p", sessionId: "s2", timeStamp: "2026-11-21T12:00:00Z" }),
+    ]));
+    const later = (await profile(sql, "p"))!;
+    assert.equal(later.nb_of_visits, 2);
+    assert.equal(later.last_visit.toISOString(), "2026-11-21T12:00:00.000Z");
+  });
+});
+
+Deno.test("engine: plain events sent to an absorbed id land on the survivor", async () => {
+  await withEngine(async (engine, sql, clock) => {
+    await engine.applyEvents(batch([event({ profileId: "a" }), event({ profileId: "b" })]));
+    await sql.begin((tx) => mergeProfiles(tx, SCOPE, "a", "b", clock.now()));
+    await engine.applyEvents(batch([
+      event({ profileId: "b", sessionId: "late", timeStamp: "2026-11-22T00:00:00Z" }),
+    ]));
+    assert.equal(await profile(sql, "b"), undefined);
+    const survivor = (await profile(sql, "a"))!;
+    assert.equal(survivor.nb_of_visits, 3);
+    assert.equal(survivor.last_visit.toISOString(), "2026-11-22T00:00:00.000Z");
+    const [session] = await sql`select profile_id from sessions where item_id = 'late'`;
+    assert.equal(session!.profile_id, "a");
+  });
+});
+
+Deno.test("engine: concurrent plain and update batches on shared profiles lose no visit", async () => {
+  await withEngine(async (engine, sql) => {
+    // Both kinds lock profiles in id order, then sessions: no deadlock, no lost update.
+    await Promise.all(Array.from({ length: 12 }, (_, i) =>
+      engine.applyEvents(batch([
+        event({ profileId: "x", sessionId: `x${i}` }),
+        event({ profileId: "y", sessionId: `y${i % 3}` }),
+        ...(i % 2 ? [update("x", { update: { [`properties.k${i}`]: i } })] : []),
+      ]))));
+    // x: twelve sessions plus the updates' one default session of the day; y: three sessions.
+    assert.equal((await profile(sql, "x"))!.nb_of_visits, 12 + 1);
+    assert.equal((await profile(sql, "y"))!.nb_of_visits, 3);
+    assert.equal(await count(sql, "events"), 12 * 2 + 6);
+  });
+});
