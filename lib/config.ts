@@ -26,6 +26,7 @@ const envSchema = z.object({
     .default("1000,5000,30000,120000,600000"),
   PRODUCT_CACHE_TTL_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   SHOPIFY_MAX_RETRIES: z.coerce.number().int().min(0).max(5).default(2),
+  INSIGHTS_MAX_STALENESS_SECONDS: z.coerce.number().int().min(0).max(3600).default(120),
 });
 
 /** Validated service configuration. */
@@ -58,6 +59,8 @@ export interface Config {
   productCacheTtlSeconds: number;
   /** Retries of a throttled Admin API call (THROTTLED or HTTP 429) before answering 429. */
   shopifyMaxRetries: number;
+  /** How long insights may be served from a snapshot older than the last order write. */
+  insightsMaxStalenessSeconds: number;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -97,5 +100,6 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),
     productCacheTtlSeconds: e.PRODUCT_CACHE_TTL_SECONDS,
     shopifyMaxRetries: e.SHOPIFY_MAX_RETRIES,
+    insightsMaxStalenessSeconds: e.INSIGHTS_MAX_STALENESS_SECONDS,
   };
 }
