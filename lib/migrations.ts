@@ -368,6 +368,9 @@ export const MIGRATIONS: readonly Migration[] = [
       create index product_summaries_revenue_idx
         on product_summaries (brand_id, revenue desc, product_id);
 
+      -- GET /cdp/commerce/orders?state=... pages and counts one state in date order.
+      create index orders_brand_state_created_idx on orders (brand_id, state, created_at desc, id);
+
       -- The customer lookup finds profiles by identity field (lib/commerce/customers.ts).
       create index profiles_email_lower_idx on profiles (scope, lower(properties ->> 'email'));
       create index profiles_phone_lower_idx

@@ -4,17 +4,23 @@
  * summaries that one refresh recomputes for the whole brand. Every write to a brand's orders bumps
  * the brand's generation in its own transaction; a snapshot records the generation it saw, so a
  * read knows exactly whether it is current. An outdated snapshot is served while it is younger
- * than the allowed staleness (spec section 9 allows minutes); past that the read refreshes it,
- * one refresher per brand at a time (advisory lock), and concurrent readers keep the previous
- * snapshot meanwhile.
+ * than the allowed staleness (spec section 9 allows minutes); past that, the read that notices
+ * starts a refresh in the background and still answers from the previous snapshot, so no read
+ * waits for a refresh once a brand has a snapshot. One refresher per brand at a time (advisory
+ * lock). With no staleness allowed, reads refresh synchronously (always current).
  */
 import type { Sql, Tx } from "../db.ts";
 
 /** How fresh insights must be: the clock, and how old an outdated snapshot may still be served. */
 export interface Freshness {
   now: Date;
-  /** 0 = a write is visible to the next read. */
+  /** 0 = a write is visible to the next read (refreshed synchronously). */
   maxStalenessSeconds: number;
+  /**
+   * Receives a background refresh started by a read (to await it, or to log its failure);
+   * without it the refresh runs detached and a failure is logged.
+   */
+  background?: (refresh: Promise<unknown>) => void;
 }
 
 /** The brand-level figures of a snapshot. */
@@ -38,9 +44,9 @@ export async function markInsightsChanged(tx: Tx | Sql, brandId: string): Promis
 }
 
 /**
- * The brand's snapshot, refreshed first when it is missing, or outdated and older than the
- * allowed staleness. While another reader refreshes it, the previous snapshot is served; with no
- * snapshot at all, the refresh is waited for.
+ * The brand's snapshot. Current: served. Outdated but younger than the allowed staleness: served.
+ * Older: served while a background refresh replaces it. None yet, or no staleness allowed:
+ * refreshed first (or, while another refresh runs, waited for).
  */
 export async function currentSnapshot(
   sql: Sql,
@@ -49,23 +55,36 @@ export async function currentSnapshot(
 ): Promise<InsightSnapshot> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const state = await _state(sql, brandId);
-    if (state.snapshot && state.snapshot.generation === state.generation) return state.snapshot;
-    if (
-      state.snapshot &&
-      freshness.now.getTime() - state.snapshot.refreshedAt.getTime() <
-        freshness.maxStalenessSeconds * 1000
-    ) {
-      return state.snapshot;
+    const snapshot = state.snapshot;
+    if (snapshot && snapshot.generation === state.generation) return snapshot;
+    const age = freshness.now.getTime() - (snapshot?.refreshedAt.getTime() ?? 0);
+    if (snapshot && freshness.maxStalenessSeconds > 0) {
+      if (age >= freshness.maxStalenessSeconds * 1000) {
+        _refreshInBackground(sql, brandId, freshness);
+      }
+      return snapshot;
     }
     const refreshed = await refreshSummaries(sql, brandId, freshness.now);
     if (refreshed) return refreshed;
-    if (state.snapshot) return state.snapshot;
-    // Nothing to serve yet: wait until the running refresh commits, then read its snapshot.
+    // Another refresh is running: wait until it commits, then read its snapshot.
     await sql.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(${INSIGHTS_REFRESH_LOCK}, hashtext(${brandId}))`;
     });
   }
   throw new Error("insight summaries could not be refreshed");
+}
+
+function _refreshInBackground(sql: Sql, brandId: string, freshness: Freshness): void {
+  const refresh = refreshSummaries(sql, brandId, freshness.now);
+  if (freshness.background) return freshness.background(refresh);
+  refresh.catch((err) =>
+    console.error(JSON.stringify({
+      level: "error",
+      msg: "insight summaries refresh failed",
+      brand: brandId,
+      error: err instanceof Error ? err.message : String(err),
+    }))
+  );
 }
 
 async function _state(sql: Sql, brandId: string) {

@@ -56,25 +56,41 @@ async function importLines(sql: Sql, brandId: string, lines: unknown[]) {
   });
 }
 
+/** Reads at T0 + ms; these tests allow no staleness unless they say so. */
 const at = (ms: number, maxStalenessSeconds: number) => ({
   now: new Date(T0.getTime() + ms),
   maxStalenessSeconds,
 });
 
-Deno.test("summaries: an outdated snapshot is served within the staleness window, refreshed past it", async () => {
+Deno.test("summaries: an outdated snapshot is served within the staleness window, then refreshed in the background", async () => {
   await withBrand(async (sql, brandId) => {
+    const started: Promise<unknown>[] = [];
+    const at = (ms: number, maxStalenessSeconds: number) => ({
+      now: new Date(T0.getTime() + ms),
+      maxStalenessSeconds,
+      background: (refresh: Promise<unknown>) => void started.push(refresh),
+    });
     await importLines(sql, brandId, [line("1", "10.00")]);
     // No snapshot yet: the first read computes one.
     assert.equal((await brandLtv(sql, brandId, at(0, 120))).total_revenue, "10.00");
     await importLines(sql, brandId, [line("2", "5.50")]);
-    // 119 s later the previous snapshot still answers (bounded staleness)...
+    // 119 s later the previous snapshot still answers (bounded staleness), nothing refreshes...
     assert.equal((await brandLtv(sql, brandId, at(119_000, 120))).total_revenue, "10.00");
-    // ...at 120 s it is refreshed, and a write-free read then stays on the new snapshot.
-    assert.equal((await brandLtv(sql, brandId, at(120_000, 120))).total_revenue, "15.50");
+    assert.equal(started.length, 0);
+    // ...at 120 s the read is still given that snapshot, at once, and starts one refresh...
+    const stale = await currentSnapshot(sql, brandId, at(0, 120));
+    const served = await currentSnapshot(sql, brandId, at(120_000, 120));
+    assert.deepEqual(served, stale);
+    assert.equal(started.length, 1);
+    await Promise.all(started);
+    // ...whose snapshot the next reads get, with no further refresh while nothing is written.
+    assert.equal((await brandLtv(sql, brandId, at(121_000, 120))).total_revenue, "15.50");
     assert.equal((await brandLtv(sql, brandId, at(999_000, 120))).total_revenue, "15.50");
+    assert.equal(started.length, 1);
     // With no staleness allowed, the next read after a write sees it.
     await importLines(sql, brandId, [line("3", "1.00")]);
     assert.equal((await brandLtv(sql, brandId, at(999_000, 0))).total_revenue, "16.50");
+    assert.equal(started.length, 1);
   });
 });
 
