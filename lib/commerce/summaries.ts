@@ -133,8 +133,10 @@ export async function refreshSummaries(
       select (select generation from insight_generations where brand_id = ${brandId})::text
         as generation`;
     const generation = Number(gen?.generation ?? 0);
-    // Sorts and hashes over a brand's orders fit in memory instead of spilling to disk.
-    await tx`select set_config('work_mem', '64MB', true)`;
+    // Sorts and hashes over a brand's orders fit in memory instead of spilling to disk. Ids are
+    // sorted and grouped byte-wise (collate "C"): the default collation's comparisons made the
+    // sorts several times slower, and ids have no linguistic order.
+    await tx`select set_config('work_mem', '128MB', true)`;
     await tx`delete from customer_summaries where brand_id = ${brandId}`;
     await tx`delete from product_summaries where brand_id = ${brandId}`;
     // Per customer: count, spend, first and last order, median gap between consecutive orders,
@@ -144,7 +146,7 @@ export async function refreshSummaries(
       with o as materialized (
         select contact_id, total, created_at, currency_code,
                extract(epoch from created_at - lag(created_at) over (
-                 partition by contact_id order by created_at)) / 86400 as gap
+                 partition by contact_id collate "C" order by created_at)) / 86400 as gap
         from orders
         where brand_id = ${brandId} and state = 'complete' and contact_id is not null
       ),
@@ -175,11 +177,12 @@ export async function refreshSummaries(
       insert into product_summaries (brand_id, product_id, title, quantity, order_count, revenue,
                                      customer_count, repeat_purchase_rate)
       with per_order as (
-        select li.product_id, o.contact_id, o.id, max(li.title) as title,
-               sum(li.quantity) as quantity, sum(li.price * li.quantity) as revenue
+        select li.product_id collate "C" as product_id, o.contact_id collate "C" as contact_id,
+               max(li.title) as title, sum(li.quantity) as quantity,
+               sum(li.price * li.quantity) as revenue
         from orders o join order_line_items li on li.order_id = o.id
         where o.brand_id = ${brandId} and o.state = 'complete' and li.product_id is not null
-        group by li.product_id, o.contact_id, o.id
+        group by 1, 2, o.id collate "C"
       ),
       per_buyer as (
         select product_id, contact_id, max(title) as title, sum(quantity) as quantity,
