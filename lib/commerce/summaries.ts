@@ -1,13 +1,14 @@
 /**
- * Materialized insight summaries (README: "Materialized insights"). Brand-wide insights over a
- * million orders cost seconds to compute, so they are read from per-customer and per-product
- * summaries that one refresh recomputes for the whole brand. Every write to a brand's orders bumps
- * the brand's generation in its own transaction; a snapshot records the generation it saw, so a
- * read knows exactly whether it is current. An outdated snapshot is served while it is younger
- * than the allowed staleness (spec section 9 allows minutes); past that, the read that notices
- * starts a refresh in the background and still answers from the previous snapshot, so no read
- * waits for a refresh once a brand has a snapshot. One refresher per brand at a time (advisory
- * lock). With no staleness allowed, reads refresh synchronously (always current).
+ * Materialized insight summaries (README: "Insights", "Materialization and staleness").
+ * Brand-wide insights over a million orders cost seconds to compute, so they are read from
+ * per-customer and per-product summaries that one refresh recomputes for the whole brand. Every
+ * write to a brand's orders bumps the brand's generation in its own transaction; a snapshot
+ * records the generation it saw, so a read knows exactly whether it is current. An outdated
+ * snapshot is served while it is younger than the allowed staleness (spec section 9 allows
+ * minutes); past that, the read that notices starts a refresh in the background and still
+ * answers from the previous snapshot, so no read waits for a refresh once a brand has a
+ * snapshot. One refresher per brand at a time (advisory lock). With no staleness allowed, reads
+ * refresh synchronously (always current).
  */
 import type { Sql, Tx } from "../db.ts";
 
