@@ -28,6 +28,7 @@ const envSchema = z.object({
   SHOPIFY_MAX_RETRIES: z.coerce.number().int().min(0).max(5).default(2),
   FORWARDER: z.enum(["on", "off"]).default("on"),
   FORWARDER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  INSIGHTS_MAX_STALENESS_SECONDS: z.coerce.number().int().min(0).max(3600).default(120),
 });
 
 /** Validated service configuration. */
@@ -64,6 +65,8 @@ export interface Config {
   forwarder: boolean;
   /** Queue messages one forwarder process applies at once. */
   forwarderConcurrency: number;
+  /** How long insights may be served from a snapshot older than the last order write. */
+  insightsMaxStalenessSeconds: number;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -105,5 +108,6 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     shopifyMaxRetries: e.SHOPIFY_MAX_RETRIES,
     forwarder: e.FORWARDER === "on",
     forwarderConcurrency: e.FORWARDER_CONCURRENCY,
+    insightsMaxStalenessSeconds: e.INSIGHTS_MAX_STALENESS_SECONDS,
   };
 }

@@ -107,6 +107,10 @@ const integrations = createRoute({
 
 /** Customers, insights and integrations, behind the commerce gate. */
 export function customerRoutes(deps: AppDeps) {
+  const freshness = () => ({
+    now: deps.now(),
+    maxStalenessSeconds: deps.config.insightsMaxStalenessSeconds,
+  });
   const resolve = async (c: Context<AppEnv>, identifier: string) => {
     const scope = requireCommerce(c);
     const brand = { brandId: c.get("auth").brandId, scope };
@@ -148,27 +152,38 @@ export function customerRoutes(deps: AppDeps) {
         identifier,
         matched_by: resolved.matchedBy,
         scope: brand.scope,
-        insights: await customerInsights(deps.sql, brand.brandId, resolved.contactId, deps.now()),
+        insights: await customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
       }, 200);
     })
     .openapi(ltv, async (c) => {
       const scope = requireCommerce(c);
-      return c.json({ scope, ...(await brandLtv(deps.sql, c.get("auth").brandId)) }, 200);
+      return c.json(
+        { scope, ...(await brandLtv(deps.sql, c.get("auth").brandId, freshness())) },
+        200,
+      );
     })
     .openapi(rfm, async (c) => {
       const scope = requireCommerce(c);
-      return c.json({ scope, ...(await brandRfm(deps.sql, c.get("auth").brandId)) }, 200);
+      return c.json(
+        { scope, ...(await brandRfm(deps.sql, c.get("auth").brandId, freshness())) },
+        200,
+      );
     })
     .openapi(products, async (c) => {
       const scope = requireCommerce(c);
-      const list = await brandProducts(deps.sql, c.get("auth").brandId, c.req.valid("query").limit);
+      const list = await brandProducts(
+        deps.sql,
+        c.get("auth").brandId,
+        c.req.valid("query").limit,
+        freshness(),
+      );
       return c.json({ scope, list }, 200);
     })
     .openapi(atRisk, async (c) => {
       const scope = requireCommerce(c);
       const page = c.req.valid("query");
       assertWithinWindow(page);
-      const result = await atRiskCustomers(deps.sql, c.get("auth").brandId, page, deps.now());
+      const result = await atRiskCustomers(deps.sql, c.get("auth").brandId, page, freshness());
       return c.json({
         ...pageEnvelope({
           list: result.list,

@@ -158,7 +158,13 @@ export async function createTestContext(
   const database = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
   const clock = testClock();
-  const config = loadConfig({ DATA_DIR: "/nonexistent", ...env });
+  // Tests run on a pinned clock and read insights right after writing orders: with no staleness
+  // allowed, every read after a write sees it (the staleness rule has its own tests).
+  const config = loadConfig({
+    DATA_DIR: "/nonexistent",
+    INSIGHTS_MAX_STALENESS_SECONDS: "0",
+    ...env,
+  });
   const newId = monotonicFactory();
   const engine = createEmbeddedEngine({ sql: database.sql, now: clock.now });
   const deps: AppDeps = {

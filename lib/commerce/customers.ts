@@ -56,13 +56,19 @@ export async function resolveCustomer(
 async function _profileBy(
   sql: Sql,
   scope: string,
-  field: string,
+  field: "email" | "phoneNumber" | "shopifyCustomerId",
   value: string,
 ): Promise<ProfileView | null> {
-  // Case-insensitive for emails: profiles keep what the caller sent.
+  // Case-insensitive for emails: profiles keep what the caller sent. The field is spelled out in
+  // the statement so that it matches its expression index (migration 8).
+  const key = {
+    email: sql`lower(properties ->> 'email')`,
+    phoneNumber: sql`lower(properties ->> 'phoneNumber')`,
+    shopifyCustomerId: sql`lower(properties ->> 'shopifyCustomerId')`,
+  }[field];
   const [row] = await sql<{ item_id: string }[]>`
     select item_id from profiles
-    where scope = ${scope} and lower(properties ->> ${field}) = lower(${value})
+    where scope = ${scope} and ${key} = lower(${value})
     order by (provenance = 'pixel'), created_at, item_id
     limit 1`;
   return row ? await findProfile(sql, scope, row.item_id) : null;

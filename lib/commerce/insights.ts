@@ -6,6 +6,7 @@
 import type { Sql } from "../db.ts";
 import { OFFSET_WINDOW } from "../pagination.ts";
 import { money } from "./orders.ts";
+import { currentSnapshot, type Freshness } from "./summaries.ts";
 
 /** Shopify's customer RFM groups. */
 export const RFM_TIERS = [
@@ -48,40 +49,6 @@ export const LTV_BUCKETS = [
   { label: "1000+", min: 1000, max: null },
 ] as const;
 
-/**
- * One row per customer (contact with at least one completed order) with R, F and M scores
- * 1..5 by quintile within the brand. cume_dist gives tied customers the same score.
- */
-function _scoredCustomers(sql: Sql, brandId: string) {
-  return sql`
-    select c.*,
-      least(5, greatest(1, ceil(cume_dist() over (order by c.last_order_at) * 5)))::int as r,
-      least(5, greatest(1, ceil(cume_dist() over (order by c.order_count) * 5)))::int as f,
-      least(5, greatest(1, ceil(cume_dist() over (order by c.spend) * 5)))::int as m
-    from (
-      select contact_id, count(*)::int as order_count, sum(total) as spend,
-             min(created_at) as first_order_at, max(created_at) as last_order_at
-      from orders
-      where brand_id = ${brandId} and state = 'complete' and contact_id is not null
-      group by contact_id
-    ) c`;
-}
-
-/** The median days between consecutive completed orders: a contact's, or the brand's. */
-async function _medianGap(sql: Sql, brandId: string, contactId?: string): Promise<number | null> {
-  const [row] = await sql<{ median: number | null }[]>`
-    select percentile_cont(0.5) within group (order by gap)::float8 as median
-    from (
-      select extract(epoch from created_at - lag(created_at) over (
-               partition by contact_id order by created_at)) / 86400 as gap
-      from orders
-      where brand_id = ${brandId} and state = 'complete' and contact_id is not null
-        ${contactId ? sql`and contact_id = ${contactId}` : sql``}
-    ) gaps
-    where gap is not null`;
-  return row?.median ?? null;
-}
-
 /** Days since a date, whole days. */
 function _daysSince(date: Date, now: Date): number {
   return Math.floor((now.getTime() - date.getTime()) / 86_400_000);
@@ -100,8 +67,8 @@ function _churn(daysSince: number, own: number | null, brand: number | null) {
   };
 }
 
-/** Top products by completed-order revenue, of one contact or of the whole brand. */
-async function _topProducts(sql: Sql, brandId: string, limit: number, contactId?: string) {
+/** A customer's top products by completed-order revenue, with the brand-wide reach. */
+async function _customerTopProducts(sql: Sql, brandId: string, contactId: string) {
   const rows = await sql<{
     product_id: string;
     title: string;
@@ -111,34 +78,20 @@ async function _topProducts(sql: Sql, brandId: string, limit: number, contactId?
     customer_count: number;
     repeat_purchase_rate: number;
   }[]>`
-    with items as (
-      select o.contact_id, o.id as order_id, li.product_id, li.title, li.quantity,
-             li.price * li.quantity as revenue
-      from orders o join order_line_items li on li.order_id = o.id
-      where o.brand_id = ${brandId} and o.state = 'complete' and li.product_id is not null
-    ),
-    buyers as (
-      select product_id, contact_id, count(distinct order_id) as orders
-      from items where contact_id is not null group by product_id, contact_id
-    ),
-    reach as (
-      select product_id, count(*)::int as customer_count,
-             round(avg((orders > 1)::int), 4)::float8 as repeat_purchase_rate
-      from buyers group by product_id
-    ),
-    ranked as (
-      select product_id, max(title) as title, sum(quantity)::int as quantity,
-             count(distinct order_id)::int as order_count, sum(revenue) as revenue
-      from items
-      ${contactId ? sql`where contact_id = ${contactId}` : sql``}
-      group by product_id
-    )
     select ranked.product_id, ranked.title, ranked.quantity, ranked.order_count,
-           ranked.revenue::text as revenue, coalesce(reach.customer_count, 0) as customer_count,
-           coalesce(reach.repeat_purchase_rate, 0) as repeat_purchase_rate
-    from ranked left join reach using (product_id)
+           ranked.revenue::text as revenue, coalesce(p.customer_count, 0) as customer_count,
+           coalesce(p.repeat_purchase_rate, 0) as repeat_purchase_rate
+    from (
+      select li.product_id, max(li.title) as title, sum(li.quantity)::int as quantity,
+             count(distinct o.id)::int as order_count, sum(li.price * li.quantity) as revenue
+      from orders o join order_line_items li on li.order_id = o.id
+      where o.contact_id = ${contactId} and o.brand_id = ${brandId} and o.state = 'complete'
+        and li.product_id is not null
+      group by li.product_id
+    ) ranked
+    left join product_summaries p on p.brand_id = ${brandId} and p.product_id = ranked.product_id
     order by ranked.revenue desc, ranked.product_id
-    limit ${limit}`;
+    limit 5`;
   return rows.map((r) => ({ ...r, revenue: money(r.revenue) }));
 }
 
@@ -147,24 +100,25 @@ export async function customerInsights(
   sql: Sql,
   brandId: string,
   contactId: string | null,
-  now: Date,
+  freshness: Freshness,
 ) {
+  const snapshot = contactId ? await currentSnapshot(sql, brandId, freshness) : null;
   const [row] = contactId
     ? await sql<{
       order_count: number;
       spend: string;
+      aov: string;
       first_order_at: Date;
       last_order_at: Date;
+      median_gap: number | null;
       r: number;
       f: number;
       m: number;
-      currency: string | null;
+      currency_code: string | null;
     }[]>`
-      select s.order_count, s.spend::text as spend, s.first_order_at, s.last_order_at, s.r, s.f, s.m,
-             (select mode() within group (order by currency_code) from orders
-              where contact_id = ${contactId} and state = 'complete') as currency
-      from (${_scoredCustomers(sql, brandId)}) s
-      where s.contact_id = ${contactId}`
+      select order_count, spend::text as spend, round(spend / order_count, 2)::text as aov,
+             first_order_at, last_order_at, median_gap, r, f, m, currency_code
+      from customer_summaries where brand_id = ${brandId} and contact_id = ${contactId}`
     : [];
   if (!row) {
     return {
@@ -180,20 +134,13 @@ export async function customerInsights(
     };
   }
   const ltv = money(row.spend);
-  const [aov] = await sql<
-    { aov: string }[]
-  >`select round(${row.spend}::numeric / ${row.order_count}, 2)::text as aov`;
-  const [own, brand] = await Promise.all([
-    _medianGap(sql, brandId, contactId!),
-    _medianGap(sql, brandId),
-  ]);
   return {
     ltv,
     order_count: row.order_count,
-    aov: money(aov!.aov),
+    aov: money(row.aov),
     first_order_at: row.first_order_at.toISOString(),
     last_order_at: row.last_order_at.toISOString(),
-    currency_code: row.currency,
+    currency_code: row.currency_code,
     rfm: {
       recency_score: row.r,
       frequency_score: row.f,
@@ -203,50 +150,54 @@ export async function customerInsights(
       order_count: row.order_count,
       ltv,
     },
-    top_products: await _topProducts(sql, brandId, 5, contactId!),
-    churn: _churn(_daysSince(row.last_order_at, now), own, brand),
+    top_products: await _customerTopProducts(sql, brandId, contactId!),
+    churn: _churn(
+      _daysSince(row.last_order_at, freshness.now),
+      row.median_gap,
+      snapshot!.brandMedianGap,
+    ),
   };
 }
 
 /** GET /cdp/insights/ltv: totals and the five-bucket distribution of customer LTV. */
-export async function brandLtv(sql: Sql, brandId: string) {
+export async function brandLtv(sql: Sql, brandId: string, freshness: Freshness) {
+  const snapshot = await currentSnapshot(sql, brandId, freshness);
   const [row] = await sql<
-    { total: string | null; customers: number; average: string | null; currency: string | null }[]
+    {
+      total: string | null;
+      customers: number;
+      average: string | null;
+      b0: number;
+      b1: number;
+      b2: number;
+      b3: number;
+      b4: number;
+    }[]
   >`
     select sum(spend)::text as total, count(*)::int as customers,
            round(avg(spend), 2)::text as average,
-           (select mode() within group (order by currency_code) from orders
-            where brand_id = ${brandId} and state = 'complete' and contact_id is not null) as currency
-    from (
-      select sum(total) as spend from orders
-      where brand_id = ${brandId} and state = 'complete' and contact_id is not null
-      group by contact_id
-    ) c`;
-  const buckets = await sql<{ bucket: number; n: number }[]>`
-    select width_bucket(spend, array[100, 250, 500, 1000]::numeric[]) as bucket, count(*)::int as n
-    from (
-      select sum(total) as spend from orders
-      where brand_id = ${brandId} and state = 'complete' and contact_id is not null
-      group by contact_id
-    ) c
-    group by 1`;
-  const counts = new Map(buckets.map((b) => [b.bucket, b.n]));
+           count(*) filter (where spend < 100)::int as b0,
+           count(*) filter (where spend >= 100 and spend < 250)::int as b1,
+           count(*) filter (where spend >= 250 and spend < 500)::int as b2,
+           count(*) filter (where spend >= 500 and spend < 1000)::int as b3,
+           count(*) filter (where spend >= 1000)::int as b4
+    from customer_summaries where brand_id = ${brandId}`;
+  const counts = [row!.b0, row!.b1, row!.b2, row!.b3, row!.b4];
   return {
     total_revenue: money(row!.total ?? "0"),
     customer_count: row!.customers,
     average_ltv: money(row!.average ?? "0"),
-    currency_code: row!.currency,
-    distribution: LTV_BUCKETS.map((bucket, i) => ({
-      ...bucket,
-      customer_count: counts.get(i) ?? 0,
-    })),
+    currency_code: snapshot.currencyCode,
+    distribution: LTV_BUCKETS.map((bucket, i) => ({ ...bucket, customer_count: counts[i]! })),
   };
 }
 
 /** GET /cdp/insights/rfm: customers per tier and per score. */
-export async function brandRfm(sql: Sql, brandId: string) {
+export async function brandRfm(sql: Sql, brandId: string, freshness: Freshness) {
+  await currentSnapshot(sql, brandId, freshness);
   const rows = await sql<{ r: number; f: number; m: number; n: number }[]>`
-    select r, f, m, count(*)::int as n from (${_scoredCustomers(sql, brandId)}) s group by r, f, m`;
+    select r, f, m, count(*)::int as n from customer_summaries where brand_id = ${brandId}
+    group by r, f, m`;
   const tiers = Object.fromEntries(RFM_TIERS.map((t) => [t, 0])) as Record<RfmTier, number>;
   const scores = {
     recency: [0, 0, 0, 0, 0],
@@ -274,9 +225,29 @@ export async function brandRfm(sql: Sql, brandId: string) {
   };
 }
 
-/** GET /cdp/insights/products: the brand's top products. */
-export async function brandProducts(sql: Sql, brandId: string, limit: number) {
-  return await _topProducts(sql, brandId, limit);
+/** GET /cdp/insights/products: the brand's top products by completed-order revenue. */
+export async function brandProducts(
+  sql: Sql,
+  brandId: string,
+  limit: number,
+  freshness: Freshness,
+) {
+  await currentSnapshot(sql, brandId, freshness);
+  const rows = await sql<{
+    product_id: string;
+    title: string;
+    quantity: number;
+    order_count: number;
+    revenue: string;
+    customer_count: number;
+    repeat_purchase_rate: number;
+  }[]>`
+    select p.product_id, p.title, p.quantity::int as quantity, p.order_count,
+           p.revenue::text as revenue, p.customer_count, p.repeat_purchase_rate
+    from product_summaries p where p.brand_id = ${brandId}
+    order by p.revenue desc, p.product_id
+    limit ${limit}`;
+  return rows.map((r) => ({ ...r, revenue: money(r.revenue) }));
 }
 
 /** GET /cdp/insights/at-risk: customers past twice their cadence, most valuable first. */
@@ -284,27 +255,19 @@ export async function atRiskCustomers(
   sql: Sql,
   brandId: string,
   page: { limit: number; offset: number },
-  now: Date,
+  freshness: Freshness,
 ) {
-  const brandMedian = await _medianGap(sql, brandId);
+  const snapshot = await currentSnapshot(sql, brandId, freshness);
+  const brandMedian = snapshot.brandMedianGap;
+  const now = freshness.now;
+  // Customers are read in spend order (the index), so the page stops early.
   const risky = sql`
-    select contact_id, order_count, spend, last_order_at, median_gap
-    from (
-      select contact_id, count(*)::int as order_count, sum(total) as spend,
-             max(created_at) as last_order_at,
-             percentile_cont(0.5) within group (order by gap)::float8 as median_gap
-      from (
-        select contact_id, total, created_at,
-               extract(epoch from created_at - lag(created_at) over (
-                 partition by contact_id order by created_at)) / 86400 as gap
-        from orders
-        where brand_id = ${brandId} and state = 'complete' and contact_id is not null
-      ) o
-      group by contact_id
-    ) customers
-    where coalesce(median_gap, ${brandMedian}::float8) > 0
-      and extract(epoch from ${now}::timestamptz - last_order_at) / 86400
-          >= 2 * coalesce(median_gap, ${brandMedian}::float8)`;
+    select s.contact_id, s.order_count, s.spend, s.last_order_at, s.median_gap
+    from customer_summaries s
+    where s.brand_id = ${brandId}
+      and coalesce(s.median_gap, ${brandMedian}::float8) > 0
+      and extract(epoch from ${now}::timestamptz - s.last_order_at) / 86400
+          >= 2 * coalesce(s.median_gap, ${brandMedian}::float8)`;
   const rows = await sql<{
     contact_id: string;
     email: string | null;

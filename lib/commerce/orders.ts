@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Tx } from "../db.ts";
+import { markInsightsChanged } from "./summaries.ts";
 
 /** Order states and billing statuses (spec section 3). */
 export const ORDER_STATES = ["pending", "draft", "complete", "delivered", "cancelled"] as const;
@@ -129,11 +130,24 @@ export async function upsertContacts(
     values((w) => w.phone),
   ];
   if (shopifyIds.length + emails.length + phones.length === 0) return wanted.map(() => null);
+  // One index probe per identifier (an OR of `= any(...)` is planned as a scan of the brand).
   const existing = await tx<_ContactRow[]>`
-    select id, shopify_customer_id, email, phone, first_name, last_name from contacts
-    where brand_id = ${input.brandId}
-      and (shopify_customer_id = any(${shopifyIds}::text[]) or email = any(${emails}::text[])
-           or phone = any(${phones}::text[]))
+    select id, shopify_customer_id, email, phone, first_name, last_name from (
+      select c.id, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name,
+             c.created_at
+      from unnest(${shopifyIds}::text[]) v(x)
+      join contacts c on c.brand_id = ${input.brandId} and c.shopify_customer_id = v.x
+      union
+      select c.id, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name,
+             c.created_at
+      from unnest(${emails}::text[]) v(x)
+      join contacts c on c.brand_id = ${input.brandId} and c.email = v.x
+      union
+      select c.id, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name,
+             c.created_at
+      from unnest(${phones}::text[]) v(x)
+      join contacts c on c.brand_id = ${input.brandId} and c.phone = v.x
+    ) matched
     order by created_at, id`;
   const byShopify = new Map<string, _ContactRow>();
   const byEmail = new Map<string, _ContactRow>();
@@ -215,9 +229,78 @@ function _lastPerExternalId<T extends { external_id: string }>(lines: T[]): T[] 
   return [...new Map(lines.map((line) => [line.external_id, line])).values()];
 }
 
+interface _StoredOrder {
+  id: string;
+  external_id: string;
+  number: string;
+  state: string;
+  billing_status: string;
+  total: string;
+  currency_code: string;
+  contact_id: string | null;
+  created_at: Date;
+  processed_at: Date | null;
+  updated_at: Date | null;
+  recovered_at: Date | null;
+}
+
+/** The comparable form of an order's header, stored or incoming. */
+function _orderKey(o: {
+  number: string;
+  state: string;
+  billing_status: string;
+  total: string;
+  currency_code: string;
+  contact_id: string | null;
+  created_at: Date | string;
+  processed_at: Date | string | null;
+  updated_at: Date | string | null;
+  recovered_at: Date | string | null;
+}): string {
+  const time = (value: Date | string | null) =>
+    value === null ? null : value instanceof Date ? value.getTime() : Date.parse(value);
+  return JSON.stringify([
+    o.number,
+    o.state,
+    o.billing_status,
+    money(o.total),
+    o.currency_code,
+    o.contact_id,
+    time(o.created_at),
+    time(o.processed_at),
+    time(o.updated_at),
+    time(o.recovered_at),
+  ]);
+}
+
+/** The comparable form of one line item, stored or incoming. */
+function _itemKey(item: {
+  title: string;
+  quantity: number;
+  price: string;
+  sku?: string | null;
+  product_id?: string | null;
+  variant_id?: string | null;
+  variant_title?: string | null;
+}): string {
+  return JSON.stringify([
+    item.title,
+    item.quantity,
+    money(item.price),
+    item.sku ?? null,
+    item.product_id ?? null,
+    item.variant_id ?? null,
+    item.variant_title ?? null,
+  ]);
+}
+
 /**
  * Stores order lines set-based (a handful of statements per batch), each replacing the order
  * with the same external id and its line items (idempotent). Returns each line's order id.
+ * Existing orders are read first and compared: new ones are inserted, changed headers updated,
+ * and line items rewritten only for orders whose items changed, so re-importing what is already
+ * stored writes nothing (and leaves the insight summaries current). An order created meanwhile
+ * by someone else fails the batch on the unique key; the import retries line by line.
  */
 export async function upsertOrders(
   tx: Tx,
@@ -231,43 +314,100 @@ export async function upsertOrders(
     now: input.now,
   });
   const lines = _lastPerExternalId(
-    input.lines.map((line, i) => ({ ...line, contactId: contactIds[i] })),
+    input.lines.map((line, i) => ({ ...line, contactId: contactIds[i] ?? null })),
   );
-  const rows = lines.map((line) => ({
-    id: `ord_${input.newId()}`,
-    external_id: line.external_id,
-    number: line.number,
-    state: line.state,
-    billing_status: line.billing_status,
-    total: line.total,
-    currency_code: line.currency_code,
-    contact_id: line.contactId,
-    created_at: line.created_at,
-    processed_at: line.processed_at ?? null,
-    updated_at: line.updated_at ?? null,
-    recovered_at: line.recovered_at ?? null,
-  }));
-  const stored = await tx<{ id: string; external_id: string }[]>`
-    insert into orders (id, brand_id, external_id, number, state, billing_status, total,
-                        currency_code, contact_id, created_at, processed_at, updated_at,
-                        recovered_at, synced_at)
-    select x.id, ${input.brandId}, x.external_id, x.number, x.state, x.billing_status,
-           x.total::numeric, x.currency_code, x.contact_id, x.created_at, x.processed_at,
-           x.updated_at, x.recovered_at, ${input.now}
-    from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
-      id text, external_id text, number text, state text, billing_status text, total text,
-      currency_code text, contact_id text, created_at timestamptz, processed_at timestamptz,
-      updated_at timestamptz, recovered_at timestamptz)
-    on conflict (brand_id, external_id) do update set
-      number = excluded.number, state = excluded.state, billing_status = excluded.billing_status,
-      total = excluded.total, currency_code = excluded.currency_code,
-      contact_id = excluded.contact_id, created_at = excluded.created_at,
-      processed_at = excluded.processed_at, updated_at = excluded.updated_at,
-      recovered_at = excluded.recovered_at, synced_at = excluded.synced_at
-    returning id, external_id`;
-  const idOf = new Map(stored.map((row) => [row.external_id, row.id]));
-  await tx`delete from order_line_items where order_id = any(${[...idOf.values()]}::text[])`;
-  const items = lines.flatMap((line) =>
+  const stored = await tx<_StoredOrder[]>`
+    select id, external_id, number, state, billing_status, total::text as total, currency_code,
+           contact_id, created_at, processed_at, updated_at, recovered_at
+    from orders
+    where brand_id = ${input.brandId}
+      and external_id = any(${lines.map((line) => line.external_id)}::text[])`;
+  const storedBy = new Map(stored.map((row) => [row.external_id, row]));
+  const storedItems = stored.length === 0 ? [] : await tx<{
+    order_id: string;
+    title: string;
+    quantity: number;
+    price: string;
+    sku: string | null;
+    product_id: string | null;
+    variant_id: string | null;
+    variant_title: string | null;
+  }[]>`
+    select order_id, title, quantity, price::text as price, sku, product_id, variant_id,
+           variant_title
+    from order_line_items where order_id = any(${stored.map((row) => row.id)}::text[])
+    order by order_id, position`;
+  const itemsOf = new Map<string, string[]>();
+  for (const item of storedItems) {
+    const list = itemsOf.get(item.order_id) ?? [];
+    list.push(_itemKey(item));
+    itemsOf.set(item.order_id, list);
+  }
+  const idOf = new Map<string, string>();
+  const inserts = [];
+  const updates = [];
+  const rewriteItems: typeof lines = [];
+  const replacedItemsOf: string[] = [];
+  for (const line of lines) {
+    const row = {
+      id: storedBy.get(line.external_id)?.id ?? `ord_${input.newId()}`,
+      external_id: line.external_id,
+      number: line.number,
+      state: line.state,
+      billing_status: line.billing_status,
+      total: line.total,
+      currency_code: line.currency_code,
+      contact_id: line.contactId,
+      created_at: line.created_at,
+      processed_at: line.processed_at ?? null,
+      updated_at: line.updated_at ?? null,
+      recovered_at: line.recovered_at ?? null,
+    };
+    idOf.set(line.external_id, row.id);
+    const old = storedBy.get(line.external_id);
+    if (!old) {
+      inserts.push(row);
+      rewriteItems.push(line);
+      continue;
+    }
+    if (_orderKey(old) !== _orderKey(row)) updates.push(row);
+    const before = itemsOf.get(old.id) ?? [];
+    const after = line.line_items.map(_itemKey);
+    if (before.length !== after.length || before.some((key, i) => key !== after[i])) {
+      replacedItemsOf.push(old.id);
+      rewriteItems.push(line);
+    }
+  }
+  if (inserts.length > 0) {
+    await tx`
+      insert into orders (id, brand_id, external_id, number, state, billing_status, total,
+                          currency_code, contact_id, created_at, processed_at, updated_at,
+                          recovered_at, synced_at)
+      select x.id, ${input.brandId}, x.external_id, x.number, x.state, x.billing_status,
+             x.total::numeric, x.currency_code, x.contact_id, x.created_at, x.processed_at,
+             x.updated_at, x.recovered_at, ${input.now}
+      from jsonb_to_recordset(${tx.json(inserts as never)}::jsonb) as x(
+        id text, external_id text, number text, state text, billing_status text, total text,
+        currency_code text, contact_id text, created_at timestamptz, processed_at timestamptz,
+        updated_at timestamptz, recovered_at timestamptz)`;
+  }
+  if (updates.length > 0) {
+    await tx`
+      update orders o set
+        number = x.number, state = x.state, billing_status = x.billing_status,
+        total = x.total::numeric, currency_code = x.currency_code, contact_id = x.contact_id,
+        created_at = x.created_at, processed_at = x.processed_at, updated_at = x.updated_at,
+        recovered_at = x.recovered_at, synced_at = ${input.now}
+      from jsonb_to_recordset(${tx.json(updates as never)}::jsonb) as x(
+        id text, number text, state text, billing_status text, total text, currency_code text,
+        contact_id text, created_at timestamptz, processed_at timestamptz,
+        updated_at timestamptz, recovered_at timestamptz)
+      where o.id = x.id`;
+  }
+  if (replacedItemsOf.length > 0) {
+    await tx`delete from order_line_items where order_id = any(${replacedItemsOf}::text[])`;
+  }
+  const items = rewriteItems.flatMap((line) =>
     line.line_items.map((item, position) => ({
       order_id: idOf.get(line.external_id)!,
       position,
@@ -289,6 +429,9 @@ export async function upsertOrders(
       from jsonb_to_recordset(${tx.json(items as never)}::jsonb) as x(
         order_id text, position integer, title text, quantity integer, price text, sku text,
         product_id text, variant_id text, variant_title text)`;
+  }
+  if (inserts.length + updates.length + replacedItemsOf.length > 0) {
+    await markInsightsChanged(tx, input.brandId);
   }
   return input.lines.map((line) => idOf.get(line.external_id)!);
 }

@@ -17,6 +17,7 @@ import {
   upsertOrder,
   upsertSubscription,
 } from "../commerce/orders.ts";
+import { markInsightsChanged } from "../commerce/summaries.ts";
 import {
   mapShopifyCustomer,
   mapShopifyOrder,
@@ -45,6 +46,14 @@ export const LIFECYCLE_TOPICS = [
   "customers/data_request",
   "shop/redact",
 ] as const;
+
+/**
+ * How long a delivery's `webhook_deliveries` row is kept for deduplication: Shopify retries a
+ * delivery for 48 hours, so a week covers every retry with room to spare.
+ */
+export const WEBHOOK_DELIVERY_RETENTION_MS = 7 * 86_400_000;
+/** Rows pruned per delivery at most, so that no delivery pays for a large backlog at once. */
+const _PRUNE_BATCH = 100;
 
 /** Every topic with an effect; any other topic is acknowledged and ignored. */
 export const WEBHOOK_TOPICS: readonly string[] = [
@@ -156,7 +165,25 @@ export async function applyWebhook(
   if (result.outcome === "applied" && _DISCONNECTING_TOPICS.has(delivery.topic)) {
     await bumpBrandVersion(deps.kv, integration.brand_id);
   }
+  await pruneWebhookDeliveries(deps.sql, now);
   return result;
+}
+
+/**
+ * Deletes up to 100 `webhook_deliveries` rows older than the retention, oldest first; rows
+ * another delivery is pruning are skipped rather than waited for. Returns how many it deleted.
+ */
+export async function pruneWebhookDeliveries(sql: Sql, now: Date): Promise<number> {
+  const cutoff = new Date(now.getTime() - WEBHOOK_DELIVERY_RETENTION_MS);
+  const deleted = await sql`
+    delete from webhook_deliveries
+    where (shop_domain, webhook_id) in (
+      select shop_domain, webhook_id from webhook_deliveries
+      where received_at < ${cutoff}
+      order by received_at
+      limit ${_PRUNE_BATCH}
+      for update skip locked)`;
+  return deleted.count;
 }
 
 // Topics whose effect changes the brand's integration (cached by the request pipeline).
@@ -211,7 +238,7 @@ function _effect(
       };
     case "customers/redact": {
       const request = _redactRequest(payload);
-      return (tx) => _redactCustomer(tx, { ...base, ...request });
+      return (tx) => _redactCustomer(tx, { ...base, ...request, scope: delivery.shop });
     }
     case "customers/data_request": {
       const customer = _object(payload.customer);
@@ -239,7 +266,19 @@ function _effect(
         await tx`delete from orders where brand_id = ${brandId}`;
         await tx`delete from subscriptions where brand_id = ${brandId}`;
         await tx`delete from contacts where brand_id = ${brandId}`;
+        await tx`delete from customer_summaries where brand_id = ${brandId}`;
+        await tx`delete from product_summaries where brand_id = ${brandId}`;
+        await tx`delete from insight_snapshots where brand_id = ${brandId}`;
+        // The engine's data of the shop (its scope): events, sessions, profiles, aliases and
+        // segment definitions.
+        const scope = delivery.shop;
+        await tx`delete from events where scope = ${scope}`;
+        await tx`delete from sessions where scope = ${scope}`;
+        await tx`delete from profile_aliases where scope = ${scope}`;
+        await tx`delete from profiles where scope = ${scope}`;
+        await tx`delete from segments where scope = ${scope}`;
         await _disconnect(tx, brandId, base.now, { clearToken: true });
+        await markInsightsChanged(tx, brandId);
         return { outcome: "applied" };
       };
   }
@@ -379,7 +418,7 @@ function _redactRequest(payload: Payload): _RedactRequest {
  */
 async function _redactCustomer(
   tx: Tx,
-  input: _RedactRequest & { brandId: string; now: Date },
+  input: _RedactRequest & { brandId: string; scope: string; now: Date },
 ): Promise<WebhookResult> {
   const contacts = await tx<{ id: string }[]>`
     select id from contacts
@@ -396,7 +435,53 @@ async function _redactCustomer(
   await tx`update subscriptions set contact_id = null
            where brand_id = ${input.brandId} and contact_id = any(${contactIds}::text[])`;
   await tx`delete from contacts where brand_id = ${input.brandId} and id = any(${contactIds}::text[])`;
+  await _redactProfiles(tx, input);
+  // The brand's insight summaries drop the customer at their next refresh (they hold no personal
+  // field, and an erased contact can no longer be looked up or listed as at risk).
+  await markInsightsChanged(tx, input.brandId);
   return { outcome: "applied" };
+}
+
+/**
+ * Erases the engine's data of the customer in the shop's scope: every profile whose identity
+ * carries the Shopify id, email or phone (case-insensitive, as the customer lookup matches), the
+ * ids it absorbed, and the events and sessions sent under any of those ids.
+ */
+async function _redactProfiles(
+  tx: Tx,
+  input: {
+    scope: string;
+    shopifyCustomerId: string | null;
+    email: string | null;
+    phone: string | null;
+  },
+): Promise<void> {
+  const matches = [
+    input.shopifyCustomerId &&
+    tx`lower(properties ->> 'shopifyCustomerId') = lower(${input.shopifyCustomerId})`,
+    input.email && tx`lower(properties ->> 'email') = lower(${input.email})`,
+    input.phone && tx`lower(properties ->> 'phoneNumber') = lower(${input.phone})`,
+  ].filter((m) => !!m);
+  if (matches.length === 0) return;
+  const profiles: { item_id: string }[] = [];
+  for (const match of matches) {
+    profiles.push(
+      ...await tx<{ item_id: string }[]>`
+      select item_id from profiles where scope = ${input.scope} and ${match}`,
+    );
+  }
+  const roots = [...new Set(profiles.map((p) => p.item_id))];
+  if (roots.length === 0) return;
+  const aliases = await tx<{ alias_id: string }[]>`
+    select alias_id from profile_aliases
+    where scope = ${input.scope} and profile_id = any(${roots}::text[])`;
+  const ids = [...new Set([...roots, ...aliases.map((a) => a.alias_id)])];
+  await tx`delete from events where scope = ${input.scope} and profile_id = any(${ids}::text[])`;
+  await tx`delete from sessions where scope = ${input.scope} and profile_id = any(${ids}::text[])`;
+  await tx`delete from profile_aliases
+           where scope = ${input.scope}
+             and (profile_id = any(${ids}::text[]) or alias_id = any(${ids}::text[]))`;
+  await tx`delete from profiles where scope = ${input.scope} and item_id = any(${ids}::text[])`;
 }
 
 /** True when `incoming` is strictly older than `stored` (both present). */

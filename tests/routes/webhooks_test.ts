@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { findBrandContext } from "../../lib/brands.ts";
-import { importWebhookKey, signShopifyWebhook } from "../../lib/shopify/webhooks.ts";
+import {
+  importWebhookKey,
+  pruneWebhookDeliveries,
+  signShopifyWebhook,
+  WEBHOOK_DELIVERY_RETENTION_MS,
+} from "../../lib/shopify/webhooks.ts";
 import { shopifyOrder } from "../lib/shopify/shopify_payloads.ts";
 import { errorBody, type TestContext, withContext } from "../test_support.ts";
 
@@ -748,4 +753,152 @@ Deno.test("webhooks: shop/redact deletes that shop's commerce data only and disc
     assert.equal(context?.scope, a.scope);
     assert.equal((await getOrder(ctx, b, "21")).body.total, "199.99");
   }, ENV);
+});
+
+/** Engine rows of one profile: the profile, an absorbed alias, a session and events under both. */
+async function seedProfile(
+  ctx: TestContext,
+  scope: string,
+  id: string,
+  properties: Record<string, unknown>,
+): Promise<void> {
+  const now = ctx.clock.now();
+  await ctx.sql`
+    insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+    values (${scope}, ${id}, ${ctx.sql.json(properties as never)}, 'server', ${now}, ${now})`;
+  await ctx.sql`
+    insert into profile_aliases (scope, alias_id, profile_id, merged_at)
+    values (${scope}, ${`${id}-anon`}, ${id}, ${now})`;
+  await ctx.sql`
+    insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at, event_count)
+    values (${scope}, ${`${id}-s1`}, ${id}, ${now}, ${now}, 2)`;
+  for (const [n, profileId] of [[1, id], [2, `${id}-anon`]] as const) {
+    await ctx.sql`
+      insert into events (scope, id, profile_id, session_id, event_type, time_stamp, source,
+                          received_at)
+      values (${scope}, ${`${id}-e${n}`}, ${profileId}, ${`${id}-s1`}, 'page_viewed', ${now},
+              'pixel', ${now})`;
+  }
+}
+
+async function engineRows(ctx: TestContext, scope: string): Promise<Record<string, string[]>> {
+  const ids = async (table: string, column: string) =>
+    (await ctx.sql.unsafe(
+      `select ${column} as id from ${table} where scope = $1 order by 1`,
+      [scope],
+    )).map((r) => r.id as string);
+  return {
+    profiles: await ids("profiles", "item_id"),
+    profile_aliases: await ids("profile_aliases", "alias_id"),
+    sessions: await ids("sessions", "item_id"),
+    events: await ids("events", "id"),
+  };
+}
+
+Deno.test("webhooks: customers/redact also erases the customer's profiles, aliases, sessions and events", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const other = await ctx.seedBrand();
+    const scope = brand.scope!;
+    // Matched by Shopify id, by email (case-insensitive) and by phone; Ann is someone else.
+    await seedProfile(ctx, scope, "bob", { shopifyCustomerId: "207119551" });
+    await seedProfile(ctx, scope, "bob2", { email: "Bob@Example.com" });
+    await seedProfile(ctx, scope, "bob3", { phoneNumber: "+16135551111" });
+    await seedProfile(ctx, scope, "ann", { email: "ann@example.com", shopifyCustomerId: "300" });
+    // The same person in another shop is that shop's data.
+    await seedProfile(ctx, other.scope!, "bob", { email: "bob@example.com" });
+    const result = await ok(
+      await deliver(ctx, brand, {
+        topic: "customers/redact",
+        body: {
+          shop_domain: scope,
+          customer: { id: 207119551, email: "bob@example.com", phone: "+1 613 555 1111" },
+          orders_to_redact: [],
+        },
+      }),
+    );
+    assert.equal(result.outcome, "applied");
+    assert.deepEqual(await engineRows(ctx, scope), {
+      profiles: ["ann"],
+      profile_aliases: ["ann-anon"],
+      sessions: ["ann-s1"],
+      events: ["ann-e1", "ann-e2"],
+    });
+    assert.deepEqual(await engineRows(ctx, other.scope!), {
+      profiles: ["bob"],
+      profile_aliases: ["bob-anon"],
+      sessions: ["bob-s1"],
+      events: ["bob-e1", "bob-e2"],
+    });
+    assert.equal((await ctx.request("/cdp/customers/bob@example.com", brand.key)).status, 404);
+  }, ENV);
+});
+
+Deno.test("webhooks: shop/redact erases the shop's profiles, events, sessions, aliases and segments", async () => {
+  await withContext(async (ctx) => {
+    const a = await ctx.seedBrand();
+    const b = await ctx.seedBrand();
+    for (const brand of [a, b]) {
+      await seedProfile(ctx, brand.scope!, "p1", { email: "p1@example.com" });
+      await ctx.sql`
+        insert into segments (scope, id, name, condition, created_at, updated_at)
+        values (${brand.scope}, 'vip', 'VIP', '{"type":"matchAllCondition"}', now(), now())`;
+    }
+    await ok(
+      await deliver(ctx, a, { topic: "shop/redact", body: { shop_domain: a.scope } }),
+    );
+    assert.deepEqual(await engineRows(ctx, a.scope!), {
+      profiles: [],
+      profile_aliases: [],
+      sessions: [],
+      events: [],
+    });
+    assert.equal((await engineRows(ctx, b.scope!)).events!.length, 2);
+    const segments = await ctx.sql`select scope from segments order by scope`;
+    assert.deepEqual(segments.map((r) => r.scope), [b.scope]);
+  }, ENV);
+});
+
+Deno.test("webhooks: delivery records past the retention are pruned as deliveries arrive", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const day = 86_400_000;
+    await ok(await deliver(ctx, brand, { topic: "shop/update", webhookId: "old", body: {} }));
+    ctx.clock.advance(WEBHOOK_DELIVERY_RETENTION_MS - day);
+    await ok(await deliver(ctx, brand, { topic: "shop/update", webhookId: "recent", body: {} }));
+    // "old" is a day short of the retention: kept, and a repeat is still a duplicate.
+    assert.equal(
+      (await ok(await deliver(ctx, brand, { topic: "shop/update", webhookId: "old", body: {} })))
+        .outcome,
+      "duplicate",
+    );
+    ctx.clock.advance(day + 1);
+    await ok(await deliver(ctx, brand, { topic: "shop/update", webhookId: "new", body: {} }));
+    const ids = await ctx.sql`select webhook_id from webhook_deliveries order by webhook_id`;
+    assert.deepEqual(ids.map((r) => r.webhook_id), ["new", "recent"]);
+  }, ENV);
+});
+
+Deno.test("webhooks: pruning is bounded per call, oldest first", async () => {
+  await withContext(async (ctx) => {
+    const now = ctx.clock.now();
+    const old = new Date(now.getTime() - WEBHOOK_DELIVERY_RETENTION_MS - 1);
+    await ctx.sql`
+      insert into webhook_deliveries (shop_domain, webhook_id, topic, received_at)
+      select 'x.myshopify.com', 'w' || lpad(k::text, 3, '0'), 'orders/create',
+             ${old}::timestamptz - k * interval '1 second'
+      from generate_series(1, 150) k`;
+    await ctx.sql`
+      insert into webhook_deliveries (shop_domain, webhook_id, topic, received_at)
+      values ('x.myshopify.com', 'fresh', 'orders/create', ${now})`;
+    assert.equal(await pruneWebhookDeliveries(ctx.sql, now), 100);
+    // The oldest (the highest k) went first.
+    const [left] = await ctx.sql`
+      select count(*)::int as n, max(webhook_id) as newest_old from webhook_deliveries
+      where webhook_id <> 'fresh'`;
+    assert.deepEqual([left!.n, left!.newest_old], [50, "w050"]);
+    assert.equal(await pruneWebhookDeliveries(ctx.sql, now), 50);
+    assert.equal(await pruneWebhookDeliveries(ctx.sql, now), 0);
+    assert.equal(await count(ctx, "webhook_deliveries"), 1);
+  });
 });

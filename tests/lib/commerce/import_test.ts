@@ -203,6 +203,23 @@ Deno.test("import: a line whose write fails is reported; the rest of its batch l
   });
 });
 
+Deno.test("import: across several batches, rejections are listed in line order and the rest lands", async () => {
+  await withBrand(async (sql, brandId) => {
+    await sql`alter table orders add constraint small_totals check (total < 1000)`;
+    // 4,500 lines: three batches; a write failure in the first batch is found after the parse
+    // failures of the second batch are, and is still listed first.
+    const lines = Array.from({ length: 4500 }, (_, i) => JSON.stringify(order(String(i + 1))));
+    lines[2999] = "{not json";
+    lines[9] = JSON.stringify(order("10", { total: "5000.00" }));
+    lines[4499] = JSON.stringify(order("4500", { state: "lost" }));
+    const result = await importOrders(sql, brandId, lines.join("\n"));
+    assert.equal(result.imported, 4497);
+    assert.deepEqual(result.rejected.map((r) => r.line), [10, 3000, 4500]);
+    const [row] = await sql`select count(*)::int as n from orders where brand_id = ${brandId}`;
+    assert.equal(row!.n, 4497);
+  });
+});
+
 Deno.test("import: subscriptions are upserted by external id with their contact", async () => {
   await withBrand(async (sql, brandId) => {
     const lines = [
