@@ -1340,6 +1340,38 @@ function _some(
     else coalesce(${pred(scalar)}, false) end)`;
 }
 
+const _JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * `equals` with a text value on a jsonb property, the commonest segment test, in one read of the
+ * path: a scalar matches when its text is the value (which, not starting with `[` or `{`, can be
+ * no array's or object's text); an array is first screened by containment on the whole document
+ * (no copy of the property), then checked exactly. Same answers as the general form.
+ */
+function _textEquals(
+  sql: Sql,
+  source: Extract<PropertySource, { kind: "json" }>,
+  value: string,
+): SqlFragment {
+  const root = _jsonRoot(sql, source.root);
+  // The JSON scalars whose text is `value`: a string, and a number or boolean spelled alike.
+  const candidates = [JSON.stringify(value)];
+  if (_JSON_NUMBER.test(value)) candidates.push(value);
+  if (value === "true" || value === "false") candidates.push(value);
+  const screens = candidates.map((candidate) => {
+    const document = source.path.reduceRight(
+      (inner, key) => `{${JSON.stringify(key)}:${inner}}`,
+      `[${candidate}]`,
+    );
+    return sql`${root} @> ${document}::text::jsonb`;
+  });
+  const property = propertyExpression(sql, source);
+  return sql`(case ${root} #>> ${source.path}::text[] when ${value}::text then true
+    else coalesce((${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)})
+      and jsonb_typeof(${property}) = 'array' and ${value}::text = any(cdp_texts(${property})),
+      false) end)`;
+}
+
 /** Elasticsearch's exists: present, not JSON null, and an array only with a non-null element. */
 function _exists(sql: Sql, value: SqlFragment): SqlFragment {
   // Spelled out rather than cdp_jsonb_exists(): a function holding a subquery is not inlined,
@@ -1564,7 +1596,9 @@ function _compileProperty(
   };
   switch (operator) {
     case "equals":
-      return single("eq");
+      return source.kind === "json" && kind === "string" && !/^[[{]/.test(value as string)
+        ? _textEquals(sql, source, value as string)
+        : single("eq");
     case "greaterThan":
       return single("gt");
     case "greaterThanOrEqualTo":
