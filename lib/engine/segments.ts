@@ -133,15 +133,7 @@ export async function segmentMembers(
   const rows = await sql`
     select p.item_id, p.properties, p.provenance, p.first_visit, p.last_visit, p.nb_of_visits
     from profiles p
-    where p.scope = ${segment.scope}
-      and ${
-    compileCondition(sql, segment.condition, {
-      itemType: "profile",
-      now: page.now,
-      scope: segment.scope,
-    })
-  }
-      ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+    where ${_members(sql, segment, page.now, page.after)}
     order by p.item_id
     limit ${page.limit + 1} offset ${page.after === undefined ? (page.offset ?? 0) : 0}`;
   return {
@@ -159,13 +151,19 @@ export async function countMembers(
 ): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
     select count(*)::int as n from (
-      select 1 from profiles p
-      where p.scope = ${segment.scope}
-        and ${
-    compileCondition(sql, segment.condition, { itemType: "profile", now, scope: segment.scope })
-  }
-      limit ${cap}) capped`;
+      select 1 from profiles p where ${_members(sql, segment, now)} limit ${cap}) capped`;
   return row!.n;
+}
+
+/** The filter of a segment's members over `profiles p`, after `after` in id order if given. */
+function _members(sql: Sql, segment: SegmentView, now: Date, after?: string) {
+  const condition = compileCondition(sql, segment.condition, {
+    itemType: "profile",
+    now,
+    scope: segment.scope,
+  });
+  return sql`p.scope = ${segment.scope} and ${condition}
+    ${after === undefined ? sql`` : sql`and p.item_id > ${after}`}`;
 }
 
 function _view(scope: string, row: _SegmentRow): SegmentView {
@@ -221,15 +219,7 @@ export async function openExport(
     await conn`
       declare export_page scroll cursor with hold for
       select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
-      where p.scope = ${segment.scope}
-        and ${
-      compileCondition(sql, segment.condition, {
-        itemType: "profile",
-        now: page.now,
-        scope: segment.scope,
-      })
-    }
-        ${page.after === undefined ? sql`` : sql`and p.item_id > ${page.after}`}
+      where ${_members(sql, segment, page.now, page.after)}
       order by p.item_id
       limit ${page.limit + 1}`;
     // A held cursor is computed in full when its transaction commits, and then read from that

@@ -15,6 +15,7 @@ import {
   listDeadLetters,
   replayDeadLetter,
   storedSizeBound,
+  storedSizeBoundWith,
   writeDeadLetter,
 } from "../../lib/ingest_queue.ts";
 import { deadLetterKey } from "../../lib/kv_keys.ts";
@@ -528,5 +529,27 @@ Deno.test("storedSizeBound: never below what Deno KV stores, for any mix of valu
       storedSizeBound(event) >= serialize(event).byteLength,
       JSON.stringify(event).slice(0, 80),
     );
+  }
+});
+
+Deno.test("storedSizeBoundWith: adding a member never undercuts the bound measured whole", () => {
+  const events = [
+    { eventType: "page_viewed", profileId: "p", properties: { n: 1, s: "x" } },
+    { eventType: "page_viewed", profileId: "p", properties: { s: "é😀漢".repeat(50) } },
+    { eventType: "order_created", profileId: "p", properties: { items: [1, 2, 3], a: [[{}]] } },
+  ];
+  const ids = ["01JD7Z0B56V64DY27QEQ7VHWH7", "1234567890", "id-é😀", "x", ""];
+  for (const event of events) {
+    const json = JSON.stringify(event);
+    for (const id of ids) {
+      const withId = storedSizeBoundWith(
+        storedSizeBound(event, json),
+        json.length,
+        `"id":${JSON.stringify(id)},`,
+      );
+      const whole = { id, ...event };
+      assert.ok(withId >= storedSizeBound(whole), `${id}: ${withId} < ${storedSizeBound(whole)}`);
+      assert.ok(withId >= serialize(whole).byteLength);
+    }
   }
 });
