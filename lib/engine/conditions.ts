@@ -3,7 +3,8 @@
  * allowlist and compiled to parameterized SQL over the engine's tables (`profiles p`, `events e`).
  *
  * No SQL text is ever built from input: property names resolve through a closed map to a fixed
- * column or to `<fixed jsonb column> #> $n::text[]` with the path bound; every value is bound.
+ * column or to `<fixed jsonb column> #> $n::text[]` with the path bound; every value is bound
+ * (the containment screen of text `equals` binds its `{"path":[value]}` document as one value).
  *
  * Semantics follow Unomi on Elasticsearch, where a multi-valued (array) field matches when any of
  * its values matches, and a query on a missing field matches nothing:
