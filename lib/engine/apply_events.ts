@@ -203,9 +203,7 @@ async function _applyRows(
     from jsonb_to_recordset(${tx.json(writes as never)}::jsonb) as x(
       item_id text, properties jsonb, provenance text, first_visit timestamptz,
       last_visit timestamptz, nb_of_visits integer)
-    where p.scope = ${scope} and p.item_id = any(${[
-    ...touched,
-  ]}::text[]) and p.item_id = x.item_id`;
+    where p.scope = ${scope} and p.item_id = x.item_id`;
 
   // Profiles sharing a mergeIdentifier become one; as in Apache Unomi, the profile created
   // first survives, whichever of them claimed the identifier last.
@@ -266,6 +264,8 @@ async function _applyVisitsOnly(
     ), fresh as (
       select ins.id, ins.time_stamp, coalesce(a.profile_id, ins.profile_id) as master
       from ins
+      -- The batch's own ids keep the alias lookup on the primary key: joined on the scope alone,
+      -- a planner on a young table's statistics read every alias of the brand instead.
       left join profile_aliases a on a.scope = ${scope} and a.alias_id = ins.profile_id
         and a.alias_id = any(${[...new Set(rows.map((row) => row.profile_id))]}::text[])
     ), prof as (
@@ -319,15 +319,11 @@ async function _applyVisitsOnly(
       from visits v
       full join unnest(${[...flipped]}::text[]) as f(item_id) on f.item_id = v.item_id
     )
-    -- The batch's own ids pin the profiles to primary-key probes: joined on the scope alone,
-    -- a planner misled by stale statistics scanned every profile of the brand (seen in the
-    -- plans of a young table).
     update profiles p
     set nb_of_visits = p.nb_of_visits + c.n,
         provenance = case when c.flip then 'merged' else p.provenance end
     from changes c
-    where p.scope = ${scope} and p.item_id = any(${[...new Set(master.values())]}::text[])
-      and p.item_id = c.item_id`;
+    where p.scope = ${scope} and p.item_id = c.item_id`;
   const changedOnce = new Set<string>();
   for (const row of fresh) {
     const profileId = master.get(row.profile_id)!;
