@@ -2,6 +2,7 @@ import { monotonicFactory } from "ulid";
 import { createApp } from "./lib/app.ts";
 import { loadConfig } from "./lib/config.ts";
 import { createEmbeddedEngine } from "./lib/engine/engine.ts";
+import { startStatisticsRefresh } from "./lib/statistics.ts";
 import { openStores } from "./lib/stores.ts";
 import { startForwarder } from "./workers/forwarder.ts";
 
@@ -22,6 +23,20 @@ const forwarder = config.forwarder
   ? startForwarder({ kv: stores.kv, engine, now, concurrency: config.forwarderConcurrency })
   : Promise.resolve();
 
+// Embedded PGlite has no autovacuum: the owner refreshes the planner's statistics itself.
+const stopStatistics = stores.database.mode === "embedded-owner"
+  ? startStatisticsRefresh({
+    sql: stores.sql,
+    intervalMs: 10 * 60_000,
+    onError: (err) =>
+      console.error(JSON.stringify({
+        level: "error",
+        message: "statistics refresh failed",
+        error: String(err),
+      })),
+  })
+  : () => Promise.resolve();
+
 const server = Deno.serve({
   port: config.port,
   onListen: ({ hostname, port }) =>
@@ -39,6 +54,7 @@ async function shutdown() {
   if (stopping) return;
   stopping = true;
   await server.shutdown();
+  await stopStatistics();
   // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
   await stores.close();
   await forwarder.catch(() => {});
