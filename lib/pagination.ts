@@ -75,6 +75,22 @@ export function pageEnvelope<T>(input: {
   };
 }
 
+/** A page of an offset-only list (no cursor is minted): `result` as lib read functions return it. */
+export function offsetPage<T>(
+  result: { list: T[]; total: number },
+  page: { offset: number; limit: number },
+): Page<T> & { nextCursor: null } {
+  return {
+    ...pageEnvelope({
+      list: result.list,
+      totalSize: result.total,
+      offset: page.offset,
+      limit: page.limit,
+    }),
+    nextCursor: null,
+  };
+}
+
 /** The zod schema of a page of `item`, for OpenAPI responses. */
 export function pageSchema<T extends z.ZodType>(item: T) {
   return z.object({

@@ -11,7 +11,7 @@ import {
 } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/errors.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
-import { assertWithinWindow, limitParam, offsetParam, pageEnvelope } from "../lib/pagination.ts";
+import { assertWithinWindow, limitParam, offsetPage, offsetParam } from "../lib/pagination.ts";
 
 const OrderSummarySchema = z.object({
   id: z.string(),
@@ -162,11 +162,7 @@ export function commerceRoutes(deps: AppDeps) {
       const brandId = c.get("auth").brandId;
       const query = c.req.valid("query");
       assertWithinWindow(query);
-      const contactId = await resolveCustomerFilter(deps.sql, brandId, {
-        email: query.customer_email,
-        customerId: query.customer_id,
-        phone: query.customer_phone,
-      });
+      const contactId = await _customerFilter(deps, brandId, query);
       const result = await listOrders(deps.sql, brandId, {
         createdAtGte: query.created_at_gte ? new Date(query.created_at_gte) : undefined,
         createdAtLte: query.created_at_lte ? new Date(query.created_at_lte) : undefined,
@@ -174,16 +170,7 @@ export function commerceRoutes(deps: AppDeps) {
         billingStatus: query.billing_status,
         contactId,
       }, query);
-      return c.json({
-        ...pageEnvelope({
-          list: result.list,
-          totalSize: result.total,
-          offset: query.offset,
-          limit: query.limit,
-        }),
-        nextCursor: null,
-        scope,
-      }, 200);
+      return c.json({ ...offsetPage(result, query), scope }, 200);
     })
     .openapi(getOrderRoute, async (c) => {
       requireCommerce(c);
@@ -196,27 +183,14 @@ export function commerceRoutes(deps: AppDeps) {
       const brandId = c.get("auth").brandId;
       const query = c.req.valid("query");
       assertWithinWindow(query);
-      const contactId = await resolveCustomerFilter(deps.sql, brandId, {
-        email: query.customer_email,
-        customerId: query.customer_id,
-        phone: query.customer_phone,
-      });
+      const contactId = await _customerFilter(deps, brandId, query);
       const result = await listSubscriptions(
         deps.sql,
         brandId,
         { status: query.status, contactId },
         query,
       );
-      return c.json({
-        ...pageEnvelope({
-          list: result.list,
-          totalSize: result.total,
-          offset: query.offset,
-          limit: query.limit,
-        }),
-        nextCursor: null,
-        scope,
-      }, 200);
+      return c.json({ ...offsetPage(result, query), scope }, 200);
     })
     .openapi(getSubscriptionRoute, async (c) => {
       requireCommerce(c);
@@ -228,4 +202,17 @@ export function commerceRoutes(deps: AppDeps) {
       if (!subscription) throw new HttpError(404, "not_found", "Subscription not found");
       return c.json(subscription, 200);
     });
+}
+
+/** The contact the customer_* filters name (precedence email → storefront id → phone). */
+function _customerFilter(
+  deps: AppDeps,
+  brandId: string,
+  query: { customer_email?: string; customer_id?: string; customer_phone?: string },
+): Promise<string | null | undefined> {
+  return resolveCustomerFilter(deps.sql, brandId, {
+    email: query.customer_email,
+    customerId: query.customer_id,
+    phone: query.customer_phone,
+  });
 }

@@ -13,7 +13,7 @@ import {
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/errors.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
-import { assertWithinWindow, limitParam, offsetParam, pageEnvelope } from "../lib/pagination.ts";
+import { assertWithinWindow, limitParam, offsetPage, offsetParam } from "../lib/pagination.ts";
 
 const Identifier = z.object({
   identifier: z.string().min(1).max(320).openapi({
@@ -134,16 +134,7 @@ export function customerRoutes(deps: AppDeps) {
         { contactId: resolved.contactId },
         page,
       );
-      return c.json({
-        ...pageEnvelope({
-          list: result.list,
-          totalSize: result.total,
-          offset: page.offset,
-          limit: page.limit,
-        }),
-        nextCursor: null,
-        scope: brand.scope,
-      }, 200);
+      return c.json({ ...offsetPage(result, page), scope: brand.scope }, 200);
     })
     .openapi(insights, async (c) => {
       const identifier = c.req.valid("param").identifier;
@@ -184,16 +175,7 @@ export function customerRoutes(deps: AppDeps) {
       const page = c.req.valid("query");
       assertWithinWindow(page);
       const result = await atRiskCustomers(deps.sql, c.get("auth").brandId, page, freshness());
-      return c.json({
-        ...pageEnvelope({
-          list: result.list,
-          totalSize: result.total,
-          offset: page.offset,
-          limit: page.limit,
-        }),
-        nextCursor: null,
-        scope,
-      }, 200);
+      return c.json({ ...offsetPage(result, page), scope }, 200);
     })
     .openapi(integrations, async (c) => {
       const scope = requireCommerce(c);

@@ -10,7 +10,7 @@ import {
 import type { AppDeps } from "../lib/app_env.ts";
 import { HttpError } from "../lib/errors.ts";
 import { errorResponses, newRouter } from "../lib/openapi.ts";
-import { assertWithinWindow, pageEnvelope, pageQuery } from "../lib/pagination.ts";
+import { assertWithinWindow, offsetPage, pageQuery } from "../lib/pagination.ts";
 
 const sessionSecurity = [{ sessionToken: [] }];
 
@@ -155,16 +155,11 @@ export function keyRoutes(deps: AppDeps) {
       const page = c.req.valid("query");
       assertWithinWindow(page);
       const records = await listApiKeys(deps.kv, auth.brandId);
-      return c.json({
-        ...pageEnvelope({
-          list: records.slice(page.offset, page.offset + page.limit).map(_view),
-          totalSize: records.length,
-          offset: page.offset,
-          limit: page.limit,
-        }),
-        nextCursor: null,
-        scope: auth.scope,
-      }, 200);
+      const list = records.slice(page.offset, page.offset + page.limit).map(_view);
+      return c.json(
+        { ...offsetPage({ list, total: records.length }, page), scope: auth.scope },
+        200,
+      );
     })
     .openapi(rotate, async (c) => {
       const auth = c.get("auth");

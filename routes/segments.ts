@@ -22,6 +22,7 @@ import {
   cursorParam,
   limitParam,
   OFFSET_WINDOW,
+  offsetPage,
   offsetParam,
   pageEnvelope,
 } from "../lib/pagination.ts";
@@ -214,16 +215,7 @@ export function segmentRoutes(deps: AppDeps) {
       const page = c.req.valid("query");
       assertWithinWindow(page);
       const result = await listSegments(deps.sql, scope, page);
-      return c.json({
-        ...pageEnvelope({
-          list: result.list,
-          totalSize: result.total,
-          offset: page.offset,
-          limit: page.limit,
-        }),
-        nextCursor: null,
-        scope,
-      }, 200);
+      return c.json({ ...offsetPage(result, page), scope }, 200);
     })
     .openapi(getOne, async (c) => {
       const scope = requireScope(c);

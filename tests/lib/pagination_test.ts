@@ -7,6 +7,7 @@ import {
   DEFAULT_LIMIT,
   MAX_LIMIT,
   OFFSET_WINDOW,
+  offsetPage,
   pageEnvelope,
   pageQuery,
 } from "../../lib/pagination.ts";
@@ -202,4 +203,14 @@ Deno.test("json body: a required JSON body sent without a JSON Content-Type → 
   });
   assert.equal(charset.status, 200);
   await charset.body?.cancel();
+});
+
+Deno.test("offsetPage: a lib result as an offset page, total capped, never a cursor", () => {
+  assert.deepEqual(offsetPage({ list: ["a", "b"], total: 12_345 }, { offset: 20, limit: 2 }), {
+    list: ["a", "b"],
+    totalSize: OFFSET_WINDOW,
+    offset: 20,
+    pageSize: 2,
+    nextCursor: null,
+  });
 });
