@@ -1,4 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import type postgres from "postgres";
+import type { Sql } from "./db.ts";
 import { HttpError } from "./errors.ts";
 
 /** Rows reachable by offset paging (spec section 8). */
@@ -6,6 +8,19 @@ export const OFFSET_WINDOW = 10_000;
 /** Default and maximum page sizes (spec section 8). */
 export const DEFAULT_LIMIT = 25;
 export const MAX_LIMIT = 100;
+
+/**
+ * Counts the rows of `rows` up to the window + 1: the contract caps totalSize at the window, so
+ * counting further is wasted work.
+ */
+export async function countToWindow(
+  sql: Sql,
+  rows: postgres.PendingQuery<postgres.Row[]>,
+): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from (${rows} limit ${OFFSET_WINDOW + 1}) capped`;
+  return row!.n;
+}
 
 /** `limit`: a positive integer, clamped to `max` (not rejected) as the contract says. */
 export function limitParam(max = MAX_LIMIT, fallback = DEFAULT_LIMIT) {

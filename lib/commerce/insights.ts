@@ -4,7 +4,7 @@
  * decimals. Formulas are in the README ("Insights").
  */
 import type { Sql } from "../db.ts";
-import { OFFSET_WINDOW } from "../pagination.ts";
+import { countToWindow } from "../pagination.ts";
 import { money } from "./orders.ts";
 import { currentSnapshot, type Freshness } from "./summaries.ts";
 
@@ -282,8 +282,7 @@ export async function atRiskCustomers(
     from (${risky}) r join contacts c on c.id = r.contact_id
     order by r.spend desc, r.contact_id
     limit ${page.limit} offset ${page.offset}`;
-  const [count] = await sql<{ n: number }[]>`
-    select count(*)::int as n from (select 1 from (${risky}) r limit ${OFFSET_WINDOW + 1}) capped`;
+  const total = await countToWindow(sql, sql`select 1 from (${risky}) r`);
   return {
     list: rows.map((r) => ({
       contact_id: r.contact_id,
@@ -294,6 +293,6 @@ export async function atRiskCustomers(
       last_order_at: r.last_order_at.toISOString(),
       ..._churn(_daysSince(r.last_order_at, now), r.median_gap, brandMedian),
     })),
-    total: count!.n,
+    total,
   };
 }

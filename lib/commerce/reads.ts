@@ -1,5 +1,5 @@
 import type { Sql } from "../db.ts";
-import { OFFSET_WINDOW } from "../pagination.ts";
+import { countToWindow } from "../pagination.ts";
 import {
   type BILLING_STATUSES,
   money,
@@ -118,11 +118,8 @@ export async function listOrders(
     from orders o where ${where}
     order by o.created_at desc, o.id
     limit ${page.limit} offset ${page.offset}`;
-  const [count] = await sql<{ n: number }[]>`
-    select count(*)::int as n from (select 1 from orders o where ${where} limit ${
-    OFFSET_WINDOW + 1
-  }) capped`;
-  return { list: rows.map(_summary), total: count!.n };
+  const total = await countToWindow(sql, sql`select 1 from orders o where ${where}`);
+  return { list: rows.map(_summary), total };
 }
 
 /** One order of the brand by its storefront (external) id, or null. */

@@ -1,6 +1,6 @@
 import type postgres from "postgres";
 import type { Sql } from "../db.ts";
-import { OFFSET_WINDOW } from "../pagination.ts";
+import { countToWindow } from "../pagination.ts";
 
 /** The identity fields projected from a profile (spec 2.3, design.md section 8). */
 export const IDENTITY_FIELDS = [
@@ -139,26 +139,13 @@ export async function listProfiles(
       order by ${sql.unsafe(PROFILE_SORTS[query.sort]) /* from the closed map above */}
       limit ${query.limit + 1}
       offset ${query.after === undefined ? query.offset : 0}`,
-    _cappedCount(sql, sql`select 1 from profiles p where ${where}`),
+    countToWindow(sql, sql`select 1 from profiles p where ${where}`),
   ]);
   return {
     list: rows.slice(0, query.limit).map(profileView),
     total,
     more: rows.length > query.limit,
   };
-}
-
-/**
- * Counts rows up to the window + 1: the contract caps totalSize at the window, so counting
- * further is wasted work.
- */
-async function _cappedCount(
-  sql: Sql,
-  rows: postgres.PendingQuery<postgres.Row[]>,
-): Promise<number> {
-  const [row] = await sql<{ total: number }[]>`
-    select count(*)::int as total from (${rows} limit ${OFFSET_WINDOW + 1}) capped`;
-  return row!.total;
 }
 
 /** Case-insensitive substring search over the id and the main identity fields. */
@@ -233,7 +220,7 @@ export async function listProfileEvents(
     order by ${sql.unsafe(EVENT_SORTS[query.sort])}
     limit ${query.limit + 1}
     offset ${query.after === undefined ? query.offset : 0}`,
-    _cappedCount(sql, sql`select 1 from events e where ${where}`),
+    countToWindow(sql, sql`select 1 from events e where ${where}`),
   ]);
   return {
     list: rows.slice(0, query.limit).map((r) => ({
@@ -281,7 +268,7 @@ export async function listProfileSessions(
     where scope = ${scope} and profile_id = ${profileId}
     order by first_event_at desc, item_id
     limit ${page.limit} offset ${page.offset}`;
-  const total = await _cappedCount(
+  const total = await countToWindow(
     sql,
     sql`select 1 from sessions where scope = ${scope} and profile_id = ${profileId}`,
   );
