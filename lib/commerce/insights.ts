@@ -67,17 +67,20 @@ function _churn(daysSince: number, own: number | null, brand: number | null) {
   };
 }
 
+/** A product's figures as the product queries return them (revenue as exact text). */
+type _ProductRow = {
+  product_id: string;
+  title: string;
+  quantity: number;
+  order_count: number;
+  revenue: string;
+  customer_count: number;
+  repeat_purchase_rate: number;
+};
+
 /** A customer's top products by completed-order revenue, with the brand-wide reach. */
 async function _customerTopProducts(sql: Sql, brandId: string, contactId: string) {
-  const rows = await sql<{
-    product_id: string;
-    title: string;
-    quantity: number;
-    order_count: number;
-    revenue: string;
-    customer_count: number;
-    repeat_purchase_rate: number;
-  }[]>`
+  const rows = await sql<_ProductRow[]>`
     select ranked.product_id, ranked.title, ranked.quantity, ranked.order_count,
            ranked.revenue::text as revenue, coalesce(p.customer_count, 0) as customer_count,
            coalesce(p.repeat_purchase_rate, 0) as repeat_purchase_rate
@@ -233,15 +236,7 @@ export async function brandProducts(
   freshness: Freshness,
 ) {
   await currentSnapshot(sql, brandId, freshness);
-  const rows = await sql<{
-    product_id: string;
-    title: string;
-    quantity: number;
-    order_count: number;
-    revenue: string;
-    customer_count: number;
-    repeat_purchase_rate: number;
-  }[]>`
+  const rows = await sql<_ProductRow[]>`
     select p.product_id, p.title, p.quantity::int as quantity, p.order_count,
            p.revenue::text as revenue, p.customer_count, p.repeat_purchase_rate
     from product_summaries p where p.brand_id = ${brandId}

@@ -229,6 +229,17 @@ function _lastPerExternalId<T extends { external_id: string }>(lines: T[]): T[] 
   return [...new Map(lines.map((line) => [line.external_id, line])).values()];
 }
 
+/** A stored line item as read back (price as exact text), in the order of its position. */
+export interface StoredLineItem {
+  title: string;
+  quantity: number;
+  price: string;
+  sku: string | null;
+  product_id: string | null;
+  variant_id: string | null;
+  variant_title: string | null;
+}
+
 interface _StoredOrder {
   id: string;
   external_id: string;
@@ -323,16 +334,9 @@ export async function upsertOrders(
     where brand_id = ${input.brandId}
       and external_id = any(${lines.map((line) => line.external_id)}::text[])`;
   const storedBy = new Map(stored.map((row) => [row.external_id, row]));
-  const storedItems = stored.length === 0 ? [] : await tx<{
-    order_id: string;
-    title: string;
-    quantity: number;
-    price: string;
-    sku: string | null;
-    product_id: string | null;
-    variant_id: string | null;
-    variant_title: string | null;
-  }[]>`
+  const storedItems = stored.length === 0
+    ? []
+    : await tx<(StoredLineItem & { order_id: string })[]>`
     select order_id, title, quantity, price::text as price, sku, product_id, variant_id,
            variant_title
     from order_line_items where order_id = any(${stored.map((row) => row.id)}::text[])

@@ -6,6 +6,7 @@ import {
   normalizeEmail,
   normalizePhone,
   type ORDER_STATES,
+  type StoredLineItem,
   type SUBSCRIPTION_STATUSES,
 } from "./orders.ts";
 
@@ -135,15 +136,7 @@ export async function getOrder(
     from orders o left join contacts c on c.id = o.contact_id
     where o.brand_id = ${brandId} and o.external_id = ${externalId}`;
   if (!row) return null;
-  const items = await sql<{
-    title: string;
-    quantity: number;
-    price: string;
-    sku: string | null;
-    product_id: string | null;
-    variant_id: string | null;
-    variant_title: string | null;
-  }[]>`
+  const items = await sql<StoredLineItem[]>`
     select title, quantity, price::text as price, sku, product_id, variant_id, variant_title
     from order_line_items where order_id = ${row.id} order by position`;
   const summary = _summary(row);
