@@ -43,6 +43,7 @@ import { listOrders, resolveCustomerFilter } from "../../lib/commerce/reads.ts";
 import { refreshSummaries } from "../../lib/commerce/summaries.ts";
 import type { Sql } from "../../lib/db.ts";
 import { migrate } from "../../lib/migrations.ts";
+import { percentile, startBenchRun } from "./bench_support.ts";
 
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
 const ITERATIONS = Number(Deno.env.get("BENCH_ITERATIONS") ?? 30);
@@ -55,7 +56,6 @@ const CUSTOMERS_A = Math.round(200_000 * SCALE);
 const ORDERS_B = Math.round(100_000 * SCALE);
 const CUSTOMERS_B = Math.round(20_000 * SCALE);
 const NOW = new Date();
-const STARTED = performance.now();
 const FRESH = { now: NOW, maxStalenessSeconds: 120 };
 
 // Targets (reported, never asserted).
@@ -63,10 +63,7 @@ const CUSTOMER_P99_MS = 50;
 const BRAND_P99_MS = 1000;
 const IMPORT_ROWS_PER_S = 20_000;
 
-function progress(message: string): void {
-  const t = ((performance.now() - STARTED) / 1000).toFixed(1).padStart(6);
-  console.error(`[commerce_load ${t}s] ${message}`);
-}
+const { progress } = startBenchRun("commerce_load", Infinity);
 
 // --- data -----------------------------------------------------------------------------------
 
@@ -182,11 +179,6 @@ async function generate(sql: Sql, brands: { a: string; b: string }): Promise<voi
 }
 
 // --- measurement ----------------------------------------------------------------------------
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 interface Row {
   name: string;

@@ -61,12 +61,13 @@ import {
 } from "../../lib/engine/segments.ts";
 import { migrate } from "../../lib/migrations.ts";
 import { openTokenCipher } from "../../lib/token_cipher.ts";
+import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
-const ITERATIONS = _intEnv("BENCH_ITERATIONS", 50);
-const WARMUP = _intEnv("BENCH_WARMUP", 5);
-const EXPORT_ITERATIONS = _intEnv("BENCH_EXPORT_ITERATIONS", 20);
+const ITERATIONS = intEnv("BENCH_ITERATIONS", 50);
+const WARMUP = intEnv("BENCH_WARMUP", 5);
+const EXPORT_ITERATIONS = intEnv("BENCH_EXPORT_ITERATIONS", 20);
 const RUN_PGLITE = Deno.env.get("BENCH_PGLITE") !== "0";
 const RUN_POSTGRES = Deno.env.get("BENCH_POSTGRES") !== "0";
 const EXPLAIN_FILE = Deno.env.get("BENCH_EXPLAIN") || null;
@@ -87,6 +88,10 @@ const CALL_LIMIT_MS = 60_000;
 const EXPORT_CALL_LIMIT_MS = 20_000;
 const RUN_LIMIT_MS = 14 * 60_000;
 const STARTED = performance.now();
+const RUN = startBenchRun("engine_load", RUN_LIMIT_MS);
+const { progress, onCleanup, tempDir } = RUN;
+const runLeftMs = RUN.leftMs;
+const cleanupAll = () => RUN.cleanupAll(30_000);
 /** The clock of the whole run: data is generated relative to it and every query reads it. */
 const NOW = new Date();
 const DAY_MS = 86_400_000;
@@ -98,69 +103,6 @@ const EXPORT_ROWS_PER_SECOND_TARGET = 50_000;
 const MEMORY_RATIO_TARGET = 2;
 /** Peak differences below this are GC noise, not growth with the page size. */
 const MEMORY_NOISE_BYTES = 4 * 1024 * 1024;
-
-function _intEnv(name: string, fallback: number): number {
-  const raw = Deno.env.get(name);
-  const value = raw ? Number(raw) : fallback;
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
-
-function progress(message: string): void {
-  const t = ((performance.now() - STARTED) / 1000).toFixed(1).padStart(6);
-  console.error(`[engine_load ${t}s] ${message}`);
-}
-
-function runLeftMs(): number {
-  return RUN_LIMIT_MS - (performance.now() - STARTED);
-}
-
-/** Races `promise` against a timer that is always cleared. */
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-// --- cleanup --------------------------------------------------------------------------------
-
-const _cleanups: { name: string; run: () => Promise<void> }[] = [];
-
-/** Registers a cleanup; they run in reverse order at the end, whatever happened. */
-function onCleanup(name: string, run: () => Promise<void>): () => Promise<void> {
-  const entry = { name, run };
-  _cleanups.push(entry);
-  return async () => {
-    const index = _cleanups.indexOf(entry);
-    if (index >= 0) _cleanups.splice(index, 1);
-    await run();
-  };
-}
-
-async function cleanupAll(): Promise<void> {
-  while (_cleanups.length > 0) {
-    const { name, run } = _cleanups.pop()!;
-    try {
-      await withTimeout(run(), 30_000, `cleanup ${name}`);
-    } catch (err) {
-      console.error(`[engine_load] cleanup ${name} failed: ${err}`);
-    }
-  }
-}
-
-async function tempDir(prefix: string): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix });
-  onCleanup(`remove ${dir}`, () => Deno.remove(dir, { recursive: true }).catch(() => {}));
-  return dir;
-}
 
 function assertLoopback(url: string): void {
   const host = new URL(url).hostname;
@@ -354,12 +296,6 @@ async function generate(sql: Sql, scale: Scale, mode: "postgres" | "pglite"): Pr
 }
 
 // --- measurement ----------------------------------------------------------------------------
-
-function percentile(values: ArrayLike<number>, p: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = Float64Array.from(values).sort();
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 function median(values: number[]): number {
   return percentile(values, 50);

@@ -35,20 +35,21 @@ import {
   type IngestEvent,
 } from "../../lib/engine/engine.ts";
 import { migrate } from "../../lib/migrations.ts";
+import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
-const REQUESTS = _intEnv("BENCH_REQUESTS", 3000);
-const WARMUP = _intEnv("BENCH_WARMUP", 300);
-const CONCURRENCY = _intEnv("BENCH_CONCURRENCY", 32);
-const FORWARD_EVENTS = _intEnv("BENCH_FORWARD_EVENTS", 20_000);
+const REQUESTS = intEnv("BENCH_REQUESTS", 3000);
+const WARMUP = intEnv("BENCH_WARMUP", 300);
+const CONCURRENCY = intEnv("BENCH_CONCURRENCY", 32);
+const FORWARD_EVENTS = intEnv("BENCH_FORWARD_EVENTS", 20_000);
 const BATCH = 50;
 const PROFILES = 5000;
 const APPLIERS = 4;
 const SAMPLE_EVERY = 20;
 /** The steady load of the visibility phase (requests/s of 50 events) and its length. */
-const VISIBILITY_RATE = _intEnv("BENCH_VISIBILITY_RATE", 20);
-const VISIBILITY_REQUESTS = _intEnv("BENCH_VISIBILITY_REQUESTS", 600);
+const VISIBILITY_RATE = intEnv("BENCH_VISIBILITY_RATE", 20);
+const VISIBILITY_REQUESTS = intEnv("BENCH_VISIBILITY_REQUESTS", 600);
 const POLL_MS = 10;
 const VISIBILITY_LIMIT_MS = 30_000;
 /** Bounds of each measured phase and of the whole run. */
@@ -57,6 +58,10 @@ const FORWARD_LIMIT_MS = 60_000;
 const RUN_LIMIT_MS = 6 * 60_000;
 const SCOPE = "bench.myshopify.com";
 const STARTED = performance.now();
+const RUN = startBenchRun("ingest_load", RUN_LIMIT_MS);
+const { progress, onCleanup, tempDir } = RUN;
+const runLeftMs = RUN.leftMs;
+const cleanupAll = () => RUN.cleanupAll(20_000);
 const newId = monotonicFactory();
 
 // Targets (reported, never asserted).
@@ -65,72 +70,9 @@ const EDGE_P99_TARGET_MS = 50;
 const FORWARD_SHARE_TARGET = 25;
 const VISIBILITY_P99_TARGET_MS = 5000;
 
-function _intEnv(name: string, fallback: number): number {
-  const raw = Deno.env.get(name);
-  const value = raw ? Number(raw) : fallback;
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`);
-  return value;
-}
-
-function progress(message: string): void {
-  const t = ((performance.now() - STARTED) / 1000).toFixed(1).padStart(6);
-  console.error(`[ingest_load ${t}s] ${message}`);
-}
-
-function runLeftMs(): number {
-  return RUN_LIMIT_MS - (performance.now() - STARTED);
-}
-
 /** Resolves after `ms`. */
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Races `promise` against a timer that is always cleared. */
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-// --- cleanup --------------------------------------------------------------------------------
-
-const _cleanups: { name: string; run: () => Promise<void> }[] = [];
-
-/** Registers a cleanup; they run in reverse order at the end, whatever happened. */
-function onCleanup(name: string, run: () => Promise<void>): () => Promise<void> {
-  const entry = { name, run };
-  _cleanups.push(entry);
-  return async () => {
-    const index = _cleanups.indexOf(entry);
-    if (index >= 0) _cleanups.splice(index, 1);
-    await run();
-  };
-}
-
-async function cleanupAll(): Promise<void> {
-  while (_cleanups.length > 0) {
-    const { name, run } = _cleanups.pop()!;
-    try {
-      await withTimeout(run(), 20_000, `cleanup ${name}`);
-    } catch (err) {
-      console.error(`[ingest_load] cleanup ${name} failed: ${err}`);
-    }
-  }
-}
-
-async function tempDir(prefix: string): Promise<string> {
-  const dir = await Deno.makeTempDir({ prefix });
-  onCleanup(`remove ${dir}`, () => Deno.remove(dir, { recursive: true }).catch(() => {}));
-  return dir;
 }
 
 // --- subprocesses ---------------------------------------------------------------------------
@@ -394,12 +336,6 @@ async function runLoad(
     latencies: latencies.slice(0, done),
     timedOut: done < options.count,
   };
-}
-
-function percentile(values: ArrayLike<number>, p: number): number {
-  if (values.length === 0) return NaN;
-  const sorted = Float64Array.from(values).sort();
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 interface EdgeRow {
