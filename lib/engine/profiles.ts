@@ -1,4 +1,3 @@
-import type postgres from "postgres";
 import type { Sql } from "../db.ts";
 import { countToWindow } from "../pagination.ts";
 
