@@ -5,12 +5,7 @@ import { createBrand, findBrandContext, setBrand } from "./brands.ts";
 import { createEmbeddedEngine } from "./engine/engine.ts";
 import { listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
 import { importNdjson } from "./commerce/import.ts";
-import {
-  OrderLineSchema,
-  SubscriptionLineSchema,
-  upsertOrders,
-  upsertSubscriptions,
-} from "./commerce/orders.ts";
+import { orderImport, subscriptionImport } from "./commerce/orders.ts";
 import { summarizeUsage } from "./usage.ts";
 import { type Config, loadConfig } from "./config.ts";
 import { openStores, type Stores } from "./stores.ts";
@@ -245,21 +240,10 @@ function _importCommand(kind: "orders" | "subscriptions") {
       const stream = input.file === "-"
         ? Deno.stdin.readable
         : (await Deno.open(input.file)).readable;
-      const newId = monotonicFactory();
-      const now = new Date();
+      const steps = { brandId: input.brandId, newId: monotonicFactory(), now: new Date() };
       return kind === "orders"
-        ? await importNdjson(stores.sql, {
-          stream,
-          schema: OrderLineSchema,
-          applyBatch: (tx, lines) =>
-            upsertOrders(tx, { brandId: input.brandId, lines, newId, now }),
-        })
-        : await importNdjson(stores.sql, {
-          stream,
-          schema: SubscriptionLineSchema,
-          applyBatch: (tx, lines) =>
-            upsertSubscriptions(tx, { brandId: input.brandId, lines, newId, now }),
-        });
+        ? await importNdjson(stores.sql, stream, orderImport(steps))
+        : await importNdjson(stores.sql, stream, subscriptionImport(steps));
     },
   });
 }

@@ -9,31 +9,52 @@ export interface ImportResult {
   rejected_truncated?: true;
 }
 
+/**
+ * How one kind of line is imported: validated by `schema`, what it needs resolved by `prepare`
+ * (its customer's contact), then written by `write`.
+ */
+export interface ImportSteps<L, P> {
+  schema: z.ZodType<L>;
+  /** A cheaper check of the common shape: the parsed line, or undefined to let `schema` decide. */
+  fastParse?: (raw: unknown) => L | undefined;
+  /** Resolves one value per line, in file order, one batch at a time, each committed on its own. */
+  prepare(tx: Tx, lines: L[]): Promise<P[]>;
+  /** Writes a batch of valid lines with what `prepare` returned for them. */
+  write(tx: Tx, lines: L[], prepared: P[]): Promise<unknown>;
+  /** Lines with the same key (the external id) are written in file order. */
+  keyOf(line: L): string;
+}
+
 /** Rejections listed in full; past this the count goes on but the list stops growing. */
 const _MAX_LISTED = 10_000;
 /** Lines a transaction: large enough that round trips and commits are a small share. */
 const _BATCH = 2_000;
 
+interface _Line<T> {
+  line: number;
+  value: T;
+}
+
 /**
- * Imports NDJSON from a byte stream: one object a line, validated by `schema`, written by
- * `applyBatch` in transactions of up to 2,000 lines. Reads line by line, so a file of any size
- * never sits in memory (two batches at most: one being written while the next is parsed). Batches
- * are written one at a time, in file order. A line that fails validation or its write is reported
- * with its line number and errors; the other lines of its batch still land (a failed batch is
- * retried line by line). Blank lines are skipped.
+ * Imports NDJSON from a byte stream: one object a line, validated, prepared and written in
+ * transactions of up to `batchLines` (default 2,000) lines. Reads line by line, so a file of any size never sits in
+ * memory (at most `writers` + 2 batches). Batches are prepared one at a time in file order, and
+ * written up to `writers` (default 2) at once, so that the database may use more than one core;
+ * a batch sharing a key with an earlier one is written after it. A line that fails validation,
+ * its preparation or its write is reported with its line number and errors; the other lines of
+ * its batch still land (a failed batch is retried line by line). Blank lines are skipped.
  */
-export async function importNdjson<S extends z.ZodType>(
+export async function importNdjson<L, P>(
   sql: Sql,
-  input: {
-    stream: ReadableStream<Uint8Array>;
-    schema: S;
-    /** Writes a batch of valid lines in the given transaction. */
-    applyBatch: (tx: Tx, lines: z.infer<S>[]) => Promise<unknown>;
-  },
+  stream: ReadableStream<Uint8Array>,
+  steps: ImportSteps<L, P>,
+  options: { writers?: number; batchLines?: number } = {},
 ): Promise<ImportResult> {
+  const writers = options.writers ?? 2;
+  const batchLines = options.batchLines ?? _BATCH;
   const result: ImportResult = { imported: 0, rejected: [] };
-  // Rejections arrive slightly out of line order (a batch's write errors after the next batch's
-  // parse errors), so the list keeps the lowest line numbers: bounded, trimmed as it grows.
+  // Rejections arrive out of line order (batches finish out of order), so the list keeps the
+  // lowest line numbers: bounded, trimmed as it grows.
   let listed: { line: number; errors: string[] }[] = [];
   let cutoff = Infinity;
   const trim = () => {
@@ -44,43 +65,82 @@ export async function importNdjson<S extends z.ZodType>(
       result.rejected_truncated = true;
     }
   };
-  const reject = (line: number, errors: string[]) => {
+  const reject = (line: number, err: unknown) => {
     if (line > cutoff) {
       result.rejected_truncated = true;
       return;
     }
-    listed.push({ line, errors });
+    listed.push({ line, errors: Array.isArray(err) ? err : [_message(err)] });
     if (listed.length >= 2 * _MAX_LISTED) trim();
   };
-  const write = async (current: { line: number; value: z.infer<S> }[]) => {
+  const prepare = async (batch: _Line<L>[]): Promise<[_Line<L>, P][]> => {
     try {
-      await sql.begin(async (tx) => {
-        await input.applyBatch(tx as unknown as Tx, current.map((item) => item.value));
-      });
-      result.imported += current.length;
+      const prepared = await sql.begin((tx) =>
+        steps.prepare(tx as unknown as Tx, batch.map((item) => item.value))
+      ) as P[];
+      return batch.map((item, i) => [item, prepared[i] as P]);
     } catch {
       // Find the culprit(s): each line on its own.
-      for (const item of current) {
+      const ready: [_Line<L>, P][] = [];
+      for (const item of batch) {
         try {
-          await sql.begin(async (tx) => await input.applyBatch(tx as unknown as Tx, [item.value]));
+          const [value] = await sql.begin((tx) =>
+            steps.prepare(tx as unknown as Tx, [item.value])
+          ) as P[];
+          ready.push([item, value as P]);
+        } catch (err) {
+          reject(item.line, err);
+        }
+      }
+      return ready;
+    }
+  };
+  const write = async (ready: [_Line<L>, P][]) => {
+    if (ready.length === 0) return;
+    try {
+      await sql.begin((tx) =>
+        steps.write(
+          tx as unknown as Tx,
+          ready.map(([item]) => item.value),
+          ready.map(([, value]) => value),
+        )
+      );
+      result.imported += ready.length;
+    } catch {
+      for (const [item, value] of ready) {
+        try {
+          await sql.begin((tx) => steps.write(tx as unknown as Tx, [item.value], [value]));
           result.imported++;
         } catch (err) {
-          reject(item.line, [err instanceof Error ? err.message : String(err)]);
+          reject(item.line, err);
         }
       }
     }
   };
-  // The previous batch is written while the next one is parsed and validated.
-  let writing: Promise<void> = Promise.resolve();
-  const flush = async (current: { line: number; value: z.infer<S> }[]) => {
-    await writing;
-    if (current.length === 0) return;
-    writing = write(current);
-    writing.catch(() => {}); // awaited by the next flush; not an unhandled rejection meanwhile
+  // Batches between parse and written; each settles (never rejects) once written.
+  const pending: { keys: Set<string>; done: Promise<void> }[] = [];
+  const slots = _semaphore(writers);
+  let preparing: Promise<unknown> = Promise.resolve();
+  const submit = async (batch: _Line<L>[]) => {
+    while (pending.length > writers) await Promise.race(pending.map((entry) => entry.done));
+    const keys = new Set(batch.map((item) => steps.keyOf(item.value)));
+    const earlier = pending.filter((entry) => _intersects(entry.keys, keys));
+    const prepared = preparing.then(() => prepare(batch));
+    preparing = prepared;
+    const entry = {
+      keys,
+      done: (async () => {
+        const ready = await prepared;
+        await Promise.all(earlier.map((other) => other.done));
+        await slots.run(() => write(ready));
+      })(),
+    };
+    pending.push(entry);
+    entry.done.finally(() => pending.splice(pending.indexOf(entry), 1));
   };
-  let batch: { line: number; value: z.infer<S> }[] = [];
+  let batch: _Line<L>[] = [];
   let lineNumber = 0;
-  for await (const text of _lines(input.stream)) {
+  for await (const text of _lines(stream)) {
     lineNumber++;
     if (text.trim() === "") continue;
     let raw: unknown;
@@ -90,7 +150,10 @@ export async function importNdjson<S extends z.ZodType>(
       reject(lineNumber, ["not valid JSON"]);
       continue;
     }
-    const parsed = input.schema.safeParse(raw);
+    const fast = steps.fastParse?.(raw);
+    const parsed = fast !== undefined
+      ? { success: true as const, data: fast }
+      : steps.schema.safeParse(raw);
     if (!parsed.success) {
       reject(
         lineNumber,
@@ -101,16 +164,44 @@ export async function importNdjson<S extends z.ZodType>(
       continue;
     }
     batch.push({ line: lineNumber, value: parsed.data });
-    if (batch.length >= _BATCH) {
-      await flush(batch);
+    if (batch.length >= batchLines) {
+      await submit(batch);
       batch = [];
     }
   }
-  await flush(batch);
-  await writing;
+  if (batch.length > 0) await submit(batch);
+  await Promise.all(pending.map((entry) => entry.done));
   trim();
   result.rejected = listed;
   return result;
+}
+
+function _message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function _intersects(a: Set<string>, b: Set<string>): boolean {
+  for (const key of a) if (b.has(key)) return true;
+  return false;
+}
+
+/** Runs at most `limit` tasks at once, the others in the order they asked. */
+function _semaphore(limit: number) {
+  let running = 0;
+  const queue: (() => void)[] = [];
+  return {
+    async run<T>(task: () => Promise<T>): Promise<T> {
+      if (running >= limit) await new Promise<void>((resolve) => queue.push(resolve));
+      else running++;
+      try {
+        return await task();
+      } finally {
+        const next = queue.shift();
+        if (next) next();
+        else running--;
+      }
+    },
+  };
 }
 
 /** Splits a byte stream into lines (\n or \r\n), holding one partial line at a time. */

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Tx } from "../db.ts";
+import type { ImportSteps } from "./import.ts";
 import { markInsightsChanged } from "./summaries.ts";
 
 /** Order states and billing statuses (spec section 3). */
@@ -78,6 +79,139 @@ export const OrderLineSchema = z.object({
   })).max(1000).optional().default([]),
 });
 
+/**
+ * `OrderLineSchema`'s answer for the common shape of a line, without zod's per-field overhead
+ * (most of an import's validation time): the parsed line, or undefined to let the schema decide
+ * and word the errors. It accepts only what the schema accepts, with the same output
+ * (tests/lib/commerce/orders_test.ts compares the two over many valid and broken lines).
+ */
+export function parseOrderLineFast(raw: unknown): OrderLine | undefined {
+  if (!_isRecord(raw)) return undefined;
+  const externalId = _fastId(raw.external_id);
+  const total = _fastMoney(raw.total);
+  const number = raw.number;
+  if (
+    externalId === undefined || total === undefined || typeof number !== "string" ||
+    number.length === 0 || number.length > 100 ||
+    !(ORDER_STATES as readonly unknown[]).includes(raw.state) ||
+    !(BILLING_STATUSES as readonly unknown[]).includes(raw.billing_status) ||
+    typeof raw.currency_code !== "string" || !/^[A-Z]{3}$/.test(raw.currency_code) ||
+    !_fastTimestamp(raw.created_at)
+  ) return undefined;
+  const line: Record<string, unknown> = {
+    external_id: externalId,
+    number,
+    state: raw.state,
+    billing_status: raw.billing_status,
+    total,
+    currency_code: raw.currency_code,
+    created_at: raw.created_at,
+  };
+  for (const key of ["processed_at", "updated_at", "recovered_at"] as const) {
+    if (!(key in raw)) continue;
+    const value = raw[key];
+    if (value !== null && !_fastTimestamp(value)) return undefined;
+    line[key] = value;
+  }
+  if ("customer" in raw) {
+    const customer = raw.customer === null ? null : _fastCustomer(raw.customer);
+    if (customer === undefined) return undefined;
+    line.customer = customer;
+  }
+  const items = raw.line_items === undefined ? [] : raw.line_items;
+  if (!Array.isArray(items) || items.length > 1000) return undefined;
+  const parsed = [];
+  for (const item of items) {
+    const value = _fastItem(item);
+    if (value === undefined) return undefined;
+    parsed.push(value);
+  }
+  line.line_items = parsed;
+  return line as OrderLine;
+}
+
+function _isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) &&
+    Object.getPrototypeOf(value) === Object.prototype;
+}
+
+// String lengths are counted in UTF-16 units here: never fewer than the code points zod counts,
+// so a string within a limit here is within it for zod too.
+function _fastText(value: unknown, max: number): value is string {
+  return typeof value === "string" && value.length <= max;
+}
+
+function _fastId(value: unknown): string | undefined {
+  if (typeof value === "string") {
+    return value.length >= 1 && value.length <= 255 ? value : undefined;
+  }
+  return Number.isSafeInteger(value) && (value as number) >= 0 ? String(value) : undefined;
+}
+
+function _fastOptionalId(value: unknown): string | null | undefined {
+  return value === null ? null : _fastId(value);
+}
+
+function _fastMoney(value: unknown): string | undefined {
+  const text = typeof value === "number"
+    ? String(value)
+    : typeof value === "string"
+    ? value.trim()
+    : undefined;
+  return text !== undefined && /^-?\d{1,15}(\.\d{1,2})?$/.test(text) ? text : undefined;
+}
+
+function _fastTimestamp(value: unknown): boolean {
+  return typeof value === "string" && _timestamp.def.pattern!.test(value);
+}
+
+const _CUSTOMER_TEXT = [["email", 320], ["phone", 40], ["first_name", 200], [
+  "last_name",
+  200,
+]] as const;
+
+function _fastCustomer(value: unknown): _Customer | undefined {
+  if (!_isRecord(value)) return undefined;
+  const customer: Record<string, unknown> = {};
+  if ("shopify_customer_id" in value) {
+    const id = _fastOptionalId(value.shopify_customer_id);
+    if (id === undefined) return undefined;
+    customer.shopify_customer_id = id;
+  }
+  for (const [key, max] of _CUSTOMER_TEXT) {
+    if (!(key in value)) continue;
+    const text = value[key];
+    if (text !== null && !_fastText(text, max)) return undefined;
+    customer[key] = text;
+  }
+  return customer as _Customer;
+}
+
+const _ITEM_TEXT = [["sku", 255], ["variant_title", 500]] as const;
+
+function _fastItem(value: unknown): OrderLine["line_items"][number] | undefined {
+  if (!_isRecord(value)) return undefined;
+  const price = _fastMoney(value.price);
+  if (
+    !_fastText(value.title, 500) || price === undefined ||
+    !Number.isSafeInteger(value.quantity) || (value.quantity as number) < 0
+  ) return undefined;
+  const item: Record<string, unknown> = { title: value.title, quantity: value.quantity, price };
+  for (const [key, max] of _ITEM_TEXT) {
+    if (!(key in value)) continue;
+    const text = value[key];
+    if (text !== null && !_fastText(text, max)) return undefined;
+    item[key] = text;
+  }
+  for (const key of ["product_id", "variant_id"] as const) {
+    if (!(key in value)) continue;
+    const id = _fastOptionalId(value[key]);
+    if (id === undefined) return undefined;
+    item[key] = id;
+  }
+  return item as OrderLine["line_items"][number];
+}
+
 /** One subscription line of `subscriptions import`. */
 export const SubscriptionLineSchema = z.object({
   external_id: _id,
@@ -99,9 +233,19 @@ interface _ContactRow {
   last_name: string | null;
 }
 
+interface _Wanted {
+  shopifyId: string | null;
+  email: string | null;
+  phone: string | null;
+  first: string | null;
+  last: string | null;
+}
+
+const _CONTACT_COLUMNS = "id, shopify_customer_id, email, phone, first_name, last_name";
+
 /**
- * Upserts the contacts of many customers at once (two statements whatever their number) and
- * returns each one's contact id, null for a customer without a usable identifier. A customer
+ * Upserts the contacts of many customers at once (a handful of statements whatever their number)
+ * and returns each one's contact id, null for a customer without a usable identifier. A customer
  * matches an existing contact by Shopify customer id, then normalized email, then E.164 phone
  * (the oldest contact first); a match gets the Shopify id it lacked, the newer email, phone and
  * names. Customers of one batch naming the same new person share one new contact.
@@ -110,8 +254,10 @@ export async function upsertContacts(
   tx: Tx,
   input: { brandId: string; customers: (_Customer | null | undefined)[]; now: Date },
 ): Promise<(string | null)[]> {
-  const wanted = input.customers.map((c) =>
-    c
+  const wanted: (_Wanted | null)[] = [];
+  const shopifyIds = new Set<string>();
+  for (const c of input.customers) {
+    const w = c
       ? {
         shopifyId: c.shopify_customer_id ?? null,
         email: normalizeEmail(c.email),
@@ -119,36 +265,45 @@ export async function upsertContacts(
         first: c.first_name ?? null,
         last: c.last_name ?? null,
       }
-      : null
-  );
-  const values = (pick: (w: NonNullable<(typeof wanted)[number]>) => string | null) => [
-    ...new Set(wanted.flatMap((w) => (w && pick(w) ? [pick(w)!] : []))),
-  ];
-  const [shopifyIds, emails, phones] = [
-    values((w) => w.shopifyId),
-    values((w) => w.email),
-    values((w) => w.phone),
-  ];
-  if (shopifyIds.length + emails.length + phones.length === 0) return wanted.map(() => null);
-  // One index probe per identifier (an OR of `= any(...)` is planned as a scan of the brand).
-  const existing = await tx<_ContactRow[]>`
-    select id, shopify_customer_id, email, phone, first_name, last_name from (
-      select c.id, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name,
-             c.created_at
-      from unnest(${shopifyIds}::text[]) v(x)
-      join contacts c on c.brand_id = ${input.brandId} and c.shopify_customer_id = v.x
-      union
-      select c.id, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name,
-             c.created_at
-      from unnest(${emails}::text[]) v(x)
-      join contacts c on c.brand_id = ${input.brandId} and c.email = v.x
-      union
-      select c.id, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name,
-             c.created_at
-      from unnest(${phones}::text[]) v(x)
-      join contacts c on c.brand_id = ${input.brandId} and c.phone = v.x
-    ) matched
-    order by created_at, id`;
+      : null;
+    const usable = w !== null && (w.shopifyId !== null || w.email !== null || w.phone !== null);
+    wanted.push(usable ? w : null);
+    if (usable && w.shopifyId !== null) shopifyIds.add(w.shopifyId);
+  }
+  if (wanted.every((w) => w === null)) return wanted.map(() => null);
+  const found = new Map<string, _ContactRow & { created_at: Date }>();
+  // Most customers of an import are known by their Shopify id: probe those first, then email
+  // and phone only for the customers that found no contact that way. One index probe per
+  // identifier (an OR of `= any(...)` is planned as a scan of the brand).
+  if (shopifyIds.size > 0) {
+    for (
+      const row of await tx<(_ContactRow & { created_at: Date })[]>`
+        select ${tx.unsafe(_CONTACT_COLUMNS)}, created_at
+        from contacts
+        where brand_id = ${input.brandId} and shopify_customer_id = any(${[...shopifyIds]}::text[])`
+    ) found.set(row.id, row);
+  }
+  const known = new Set<string>();
+  for (const row of found.values()) known.add(row.shopify_customer_id!);
+  const emails = new Set<string>();
+  const phones = new Set<string>();
+  for (const w of wanted) {
+    if (w === null || (w.shopifyId !== null && known.has(w.shopifyId))) continue;
+    if (w.email !== null) emails.add(w.email);
+    if (w.phone !== null) phones.add(w.phone);
+  }
+  if (emails.size + phones.size > 0) {
+    for (
+      const row of await tx<(_ContactRow & { created_at: Date })[]>`
+        select ${tx.unsafe(_CONTACT_COLUMNS)}, created_at
+        from unnest(${[...emails]}::text[]) v(x)
+        join contacts c on c.brand_id = ${input.brandId} and c.email = v.x
+        union
+        select ${tx.unsafe(_CONTACT_COLUMNS)}, created_at
+        from unnest(${[...phones]}::text[]) v(x)
+        join contacts c on c.brand_id = ${input.brandId} and c.phone = v.x`
+    ) found.set(row.id, row);
+  }
   const byShopify = new Map<string, _ContactRow>();
   const byEmail = new Map<string, _ContactRow>();
   const byPhone = new Map<string, _ContactRow>();
@@ -159,11 +314,14 @@ export async function upsertContacts(
     if (row.email && !byEmail.has(row.email)) byEmail.set(row.email, row);
     if (row.phone && !byPhone.has(row.phone)) byPhone.set(row.phone, row);
   };
-  existing.forEach(index);
+  const existing = [...found.values()].sort((a, b) =>
+    a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  );
+  for (const { created_at: _, ...row } of existing) index(row);
   const created: _ContactRow[] = [];
   const changed = new Set<_ContactRow>();
   const ids = wanted.map((w) => {
-    if (!w || (!w.shopifyId && !w.email && !w.phone)) return null;
+    if (w === null) return null;
     let row = (w.shopifyId ? byShopify.get(w.shopifyId) : undefined) ??
       (w.email ? byEmail.get(w.email) : undefined) ?? (w.phone ? byPhone.get(w.phone) : undefined);
     if (!row) {
@@ -178,22 +336,27 @@ export async function upsertContacts(
       };
       created.push(row);
     } else {
-      const next = {
-        ...row,
-        shopify_customer_id: row.shopify_customer_id ?? w.shopifyId,
-        email: w.email ?? row.email,
-        phone: w.phone ?? row.phone,
-        first_name: w.first ?? row.first_name,
-        last_name: w.last ?? row.last_name,
-      };
-      if (JSON.stringify(next) !== JSON.stringify(row)) {
-        Object.assign(row, next);
+      const shopifyId = row.shopify_customer_id ?? w.shopifyId;
+      const email = w.email ?? row.email;
+      const phone = w.phone ?? row.phone;
+      const first = w.first ?? row.first_name;
+      const last = w.last ?? row.last_name;
+      if (
+        shopifyId !== row.shopify_customer_id || email !== row.email || phone !== row.phone ||
+        first !== row.first_name || last !== row.last_name
+      ) {
+        row.shopify_customer_id = shopifyId;
+        row.email = email;
+        row.phone = phone;
+        row.first_name = first;
+        row.last_name = last;
         changed.add(row);
       }
     }
     index(row);
     return row.id;
   });
+  const createdIds = new Set(created.map((row) => row.id));
   if (created.length > 0) {
     await tx`
       insert into contacts (id, brand_id, shopify_customer_id, email, phone, first_name, last_name,
@@ -203,7 +366,8 @@ export async function upsertContacts(
       from jsonb_to_recordset(${tx.json(created as never)}::jsonb) as x(
         id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)`;
   }
-  const updates = [...changed].filter((row) => !created.includes(row));
+  // A contact created by this batch is inserted with its final fields.
+  const updates = [...changed].filter((row) => !createdIds.has(row.id));
   if (updates.length > 0) {
     await tx`
       update contacts c set shopify_customer_id = x.shopify_customer_id, email = x.email,
@@ -307,25 +471,41 @@ function _itemKey(item: {
 
 /**
  * Stores order lines set-based (a handful of statements per batch), each replacing the order
- * with the same external id and its line items (idempotent). Returns each line's order id.
- * Existing orders are read first and compared: new ones are inserted, changed headers updated,
- * and line items rewritten only for orders whose items changed, so re-importing what is already
- * stored writes nothing (and leaves the insight summaries current). An order created meanwhile
- * by someone else fails the batch on the unique key; the import retries line by line.
+ * with the same external id and its line items (idempotent), with their customers' contacts
+ * ({@linkcode upsertContacts}) in the same transaction. Returns each line's order id.
  */
 export async function upsertOrders(
   tx: Tx,
   input: { brandId: string; lines: OrderLine[]; newId: () => string; now: Date },
 ): Promise<string[]> {
-  // Every line's customer counts, in order, as if applied one by one; then the last line of
-  // each order id wins.
   const contactIds = await upsertContacts(tx, {
     brandId: input.brandId,
     customers: input.lines.map((line) => line.customer),
     now: input.now,
   });
+  return await writeOrders(tx, { ...input, contactIds });
+}
+
+/**
+ * Stores order lines whose contacts are already resolved (`contactIds`, one per line).
+ * Existing orders are read first and compared: new ones are inserted, changed headers updated,
+ * and line items rewritten only for orders whose items changed, so re-importing what is already
+ * stored writes nothing (and leaves the insight summaries current). When a batch names one order
+ * twice, its last line wins. An order created meanwhile by someone else fails the batch on the
+ * unique key; the import retries line by line.
+ */
+export async function writeOrders(
+  tx: Tx,
+  input: {
+    brandId: string;
+    lines: OrderLine[];
+    contactIds: (string | null)[];
+    newId: () => string;
+    now: Date;
+  },
+): Promise<string[]> {
   const lines = _lastPerExternalId(
-    input.lines.map((line, i) => ({ ...line, contactId: contactIds[i] ?? null })),
+    input.lines.map((line, i) => ({ ...line, contactId: input.contactIds[i] ?? null })),
   );
   const stored = await tx<_StoredOrder[]>`
     select id, external_id, number, state, billing_status, total::text as total, currency_code,
@@ -458,8 +638,22 @@ export async function upsertSubscriptions(
     customers: input.lines.map((line) => line.customer),
     now: input.now,
   });
+  return await writeSubscriptions(tx, { ...input, contactIds });
+}
+
+/** Stores subscription lines whose contacts are already resolved (`contactIds`, one per line). */
+export async function writeSubscriptions(
+  tx: Tx,
+  input: {
+    brandId: string;
+    lines: SubscriptionLine[];
+    contactIds: (string | null)[];
+    newId: () => string;
+    now: Date;
+  },
+): Promise<string[]> {
   const lines = _lastPerExternalId(
-    input.lines.map((line, i) => ({ ...line, contactId: contactIds[i] })),
+    input.lines.map((line, i) => ({ ...line, contactId: input.contactIds[i] ?? null })),
   );
   const rows = lines.map((line) => ({
     id: `sub_${input.newId()}`,
@@ -489,6 +683,42 @@ export async function upsertSubscription(
   input: { brandId: string; line: SubscriptionLine; newId: () => string; now: Date },
 ): Promise<string> {
   return (await upsertSubscriptions(tx, { ...input, lines: [input.line] }))[0]!;
+}
+
+/**
+ * The steps of `orders import`: each batch's contacts first, committed in file order, then its
+ * orders, keyed by external id.
+ */
+export function orderImport(
+  input: { brandId: string; newId: () => string; now: Date },
+): ImportSteps<OrderLine, string | null> {
+  return {
+    schema: OrderLineSchema,
+    fastParse: parseOrderLineFast,
+    prepare: (tx, lines) => _contactsOf(tx, input, lines),
+    write: (tx, lines, contactIds) => writeOrders(tx, { ...input, lines, contactIds }),
+    keyOf: (line) => line.external_id,
+  };
+}
+
+/** The steps of `subscriptions import`, as {@linkcode orderImport}'s. */
+export function subscriptionImport(
+  input: { brandId: string; newId: () => string; now: Date },
+): ImportSteps<SubscriptionLine, string | null> {
+  return {
+    schema: SubscriptionLineSchema,
+    prepare: (tx, lines) => _contactsOf(tx, input, lines),
+    write: (tx, lines, contactIds) => writeSubscriptions(tx, { ...input, lines, contactIds }),
+    keyOf: (line) => line.external_id,
+  };
+}
+
+function _contactsOf(
+  tx: Tx,
+  input: { brandId: string; now: Date },
+  lines: { customer?: _Customer | null }[],
+): Promise<(string | null)[]> {
+  return upsertContacts(tx, { ...input, customers: lines.map((line) => line.customer) });
 }
 
 /** Renders an exact numeric amount as a 2-decimal string. */

@@ -15,7 +15,7 @@
  *    the floor computes the same answer from the orders on every call. The refresh (what a read
  *    pays at most once per staleness window) is timed on its own.
  * 3. Import: an NDJSON file of BENCH_IMPORT_ORDERS (100,000) orders of 20,000 customers, written
- *    to a temp file first (not measured), imported with `importNdjson` + `upsertOrders` (what
+ *    to a temp file first (not measured), imported with `importNdjson` + `orderImport` (what
  *    `deno task admin orders import` runs) into an empty brand, then again (re-import: every line
  *    replaces its order); the floor reads the same file, JSON.parse's each line and inserts the
  *    rows with plain multi-row INSERTs (no validation, no matching, no upsert) into another brand.
@@ -38,7 +38,7 @@ import {
   brandRfm,
   customerInsights,
 } from "../../lib/commerce/insights.ts";
-import { OrderLineSchema, upsertOrders } from "../../lib/commerce/orders.ts";
+import { orderImport } from "../../lib/commerce/orders.ts";
 import { listOrders, resolveCustomerFilter } from "../../lib/commerce/reads.ts";
 import { refreshSummaries } from "../../lib/commerce/summaries.ts";
 import type { Sql } from "../../lib/db.ts";
@@ -547,11 +547,7 @@ async function importOurs(sql: Sql, brandId: string, path: string) {
   const now = new Date();
   const file = await Deno.open(path);
   const t0 = performance.now();
-  const result = await importNdjson(sql, {
-    stream: file.readable,
-    schema: OrderLineSchema,
-    applyBatch: (tx, lines) => upsertOrders(tx, { brandId, lines, newId, now }),
-  });
+  const result = await importNdjson(sql, file.readable, orderImport({ brandId, newId, now }));
   return { ms: performance.now() - t0, imported: result.imported, rejected: result.rejected };
 }
 

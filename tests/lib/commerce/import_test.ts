@@ -2,12 +2,7 @@ import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { createBrand } from "../../../lib/brands.ts";
 import { importNdjson } from "../../../lib/commerce/import.ts";
-import {
-  OrderLineSchema,
-  SubscriptionLineSchema,
-  upsertOrders,
-  upsertSubscriptions,
-} from "../../../lib/commerce/orders.ts";
+import { orderImport, subscriptionImport } from "../../../lib/commerce/orders.ts";
 import type { Sql } from "../../../lib/db.ts";
 import { openTokenCipher } from "../../../lib/token_cipher.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
@@ -54,13 +49,18 @@ async function withBrand(fn: (sql: Sql, brandId: string) => Promise<void>) {
   }
 }
 
-const importOrders = (sql: Sql, brandId: string, text: string) =>
-  importNdjson(sql, {
-    stream: stream(text),
-    schema: OrderLineSchema,
-    applyBatch: (tx, lines) =>
-      upsertOrders(tx, { brandId, lines, newId, now: new Date("2026-11-21T00:00:00Z") }),
-  });
+const importOrders = (
+  sql: Sql,
+  brandId: string,
+  text: string,
+  options?: { writers?: number; batchLines?: number },
+) =>
+  importNdjson(
+    sql,
+    stream(text),
+    orderImport({ brandId, newId, now: new Date("2026-11-21T00:00:00Z") }),
+    options,
+  );
 
 Deno.test("import: lines are applied, bad ones reported with line numbers, blank lines skipped", async () => {
   await withBrand(async (sql, brandId) => {
@@ -243,12 +243,11 @@ Deno.test("import: subscriptions are upserted by external id with their contact"
       },
       { external_id: "s3", status: "late" },
     ];
-    const result = await importNdjson(sql, {
-      stream: stream(lines.map((l) => JSON.stringify(l)).join("\n")),
-      schema: SubscriptionLineSchema,
-      applyBatch: (tx, lines) =>
-        upsertSubscriptions(tx, { brandId, lines, newId, now: new Date() }),
-    });
+    const result = await importNdjson(
+      sql,
+      stream(lines.map((l) => JSON.stringify(l)).join("\n")),
+      subscriptionImport({ brandId, newId, now: new Date() }),
+    );
     assert.equal(result.imported, 3);
     assert.deepEqual(result.rejected.map((r) => r.line), [4]);
     const rows = await sql`select external_id, status from subscriptions order by external_id`;
@@ -285,6 +284,96 @@ Deno.test("import: within one batch, one new customer is one contact and the las
       { external_id: "1", total: "99.00" },
       { external_id: "2", total: "10.00" },
       { external_id: "3", total: "10.00" },
+    ]);
+  });
+});
+
+Deno.test("import: batches written at once keep file order for each external id", async () => {
+  await withBrand(async (sql, brandId) => {
+    // 40 batches of 3 lines, 4 writers: order k is named in batches k and k + 1, with a larger
+    // total each time, and order "x" in every batch; the last line of each must win.
+    const lines = [];
+    for (let b = 0; b < 40; b++) {
+      lines.push(order(String(b), { total: `${b}.01` }));
+      lines.push(order(String(b - 1), { total: `${b}.02` }));
+      lines.push(order("x", { total: `${b}.03` }));
+    }
+    const result = await importOrders(
+      sql,
+      brandId,
+      lines.map((l) => JSON.stringify(l)).join("\n"),
+      { writers: 4, batchLines: 3 },
+    );
+    assert.deepEqual(result, { imported: 120, rejected: [] });
+    const rows = await sql`select external_id, total::text from orders order by external_id`;
+    const expected = new Map<string, string>([["x", "39.03"], ["39", "39.01"]]);
+    for (let b = -1; b < 39; b++) expected.set(String(b), `${b + 1}.02`);
+    assert.deepEqual(
+      new Map(rows.map((r) => [r.external_id as string, r.total as string])),
+      expected,
+    );
+  });
+});
+
+Deno.test("import: a line whose contact the database refuses is reported; its order is not written", async () => {
+  await withBrand(async (sql, brandId) => {
+    await sql`alter table contacts add constraint no_blocked check (email <> 'blocked@example.com')`;
+    const lines = [
+      order("1", { customer: { email: "ann@example.com" } }),
+      order("2", { customer: { email: "blocked@example.com" } }),
+      order("3", { customer: { email: "ann@example.com" } }),
+    ];
+    const result = await importOrders(sql, brandId, lines.map((l) => JSON.stringify(l)).join("\n"));
+    assert.equal(result.imported, 2);
+    assert.deepEqual(result.rejected.map((r) => r.line), [2]);
+    assert.match(result.rejected[0]!.errors[0]!, /no_blocked/);
+    const rows = await sql`select external_id, contact_id is not null as attributed from orders
+                           order by external_id`;
+    assert.deepEqual([...rows], [
+      { external_id: "1", attributed: true },
+      { external_id: "3", attributed: true },
+    ]);
+    const contacts = await sql`select email from contacts`;
+    assert.deepEqual(contacts.map((r) => r.email), ["ann@example.com"]);
+  });
+});
+
+Deno.test("import: a known Shopify id wins over another contact's email; an unknown one matches by email, oldest first", async () => {
+  await withBrand(async (sql, brandId) => {
+    const first = [
+      order("1", { customer: { shopify_customer_id: "1", email: "one@example.com" } }),
+      order("2", { customer: { email: "shared@example.com", first_name: "Older" } }),
+    ];
+    await importOrders(sql, brandId, first.map((l) => JSON.stringify(l)).join("\n"));
+    const second = [
+      order("3", { customer: { email: "shared@example.com", first_name: "Newer" } }),
+    ];
+    await importOrders(sql, brandId, second.map((l) => JSON.stringify(l)).join("\n"));
+    // A contact created directly (a webhook, say) with the same email, later than "Older".
+    await sql`insert into contacts (id, brand_id, email, first_name, created_at, updated_at)
+              values (gen_random_uuid(), ${brandId}, 'shared@example.com', 'Later',
+                      now() + interval '1 day', now())`;
+    const third = [
+      // Known Shopify id 1: stays with its contact although its email is "shared"'s.
+      order("4", { customer: { shopify_customer_id: "1", email: "shared@example.com" } }),
+      // Unknown Shopify id 2: the oldest contact with that email gets it.
+      order("5", { customer: { shopify_customer_id: "2", email: "shared@example.com" } }),
+    ];
+    const result = await importOrders(
+      sql,
+      brandId,
+      third.map((l) => JSON.stringify(l)).join("\n"),
+    );
+    assert.equal(result.imported, 2);
+    const owners = await sql`
+      select o.external_id, c.shopify_customer_id, c.first_name
+      from orders o join contacts c on c.id = o.contact_id order by o.external_id`;
+    assert.deepEqual([...owners], [
+      { external_id: "1", shopify_customer_id: "1", first_name: null },
+      { external_id: "2", shopify_customer_id: "2", first_name: "Newer" },
+      { external_id: "3", shopify_customer_id: "2", first_name: "Newer" },
+      { external_id: "4", shopify_customer_id: "1", first_name: null },
+      { external_id: "5", shopify_customer_id: "2", first_name: "Newer" },
     ]);
   });
 });

@@ -3,7 +3,7 @@ import { monotonicFactory } from "ulid";
 import { createBrand } from "../../../lib/brands.ts";
 import { importNdjson } from "../../../lib/commerce/import.ts";
 import { brandLtv, customerInsights } from "../../../lib/commerce/insights.ts";
-import { OrderLineSchema, upsertOrders } from "../../../lib/commerce/orders.ts";
+import { orderImport } from "../../../lib/commerce/orders.ts";
 import {
   currentSnapshot,
   INSIGHTS_REFRESH_LOCK,
@@ -49,11 +49,11 @@ async function withBrand(fn: (sql: Sql, brandId: string) => Promise<void>) {
 async function importLines(sql: Sql, brandId: string, lines: unknown[]) {
   const text = lines.map((l) => JSON.stringify(l)).join("\n");
   const bytes = new TextEncoder().encode(text);
-  return await importNdjson(sql, {
-    stream: new Blob([bytes]).stream(),
-    schema: OrderLineSchema,
-    applyBatch: (tx, batch) => upsertOrders(tx, { brandId, lines: batch, newId, now: T0 }),
-  });
+  return await importNdjson(
+    sql,
+    new Blob([bytes]).stream(),
+    orderImport({ brandId, newId, now: T0 }),
+  );
 }
 
 /** Reads at T0 + ms; these tests allow no staleness unless they say so. */
