@@ -73,20 +73,20 @@ export async function importNdjson<L, P>(
     listed.push({ line, errors: Array.isArray(err) ? err : [_message(err)] });
     if (listed.length >= 2 * _MAX_LISTED) trim();
   };
+  const transaction = <T>(fn: (tx: Tx) => Promise<T>): Promise<T> =>
+    sql.begin((tx) => fn(tx as unknown as Tx)) as Promise<T>;
   const prepare = async (batch: _Line<L>[]): Promise<[_Line<L>, P][]> => {
     try {
-      const prepared = await sql.begin((tx) =>
-        steps.prepare(tx as unknown as Tx, batch.map((item) => item.value))
-      ) as P[];
+      const prepared = await transaction((tx) =>
+        steps.prepare(tx, batch.map((item) => item.value))
+      );
       return batch.map((item, i) => [item, prepared[i] as P]);
     } catch {
       // Find the culprit(s): each line on its own.
       const ready: [_Line<L>, P][] = [];
       for (const item of batch) {
         try {
-          const [value] = await sql.begin((tx) =>
-            steps.prepare(tx as unknown as Tx, [item.value])
-          ) as P[];
+          const [value] = await transaction((tx) => steps.prepare(tx, [item.value]));
           ready.push([item, value as P]);
         } catch (err) {
           reject(item.line, err);
@@ -98,18 +98,14 @@ export async function importNdjson<L, P>(
   const write = async (ready: [_Line<L>, P][]) => {
     if (ready.length === 0) return;
     try {
-      await sql.begin((tx) =>
-        steps.write(
-          tx as unknown as Tx,
-          ready.map(([item]) => item.value),
-          ready.map(([, value]) => value),
-        )
+      await transaction((tx) =>
+        steps.write(tx, ready.map(([item]) => item.value), ready.map(([, value]) => value))
       );
       result.imported += ready.length;
     } catch {
       for (const [item, value] of ready) {
         try {
-          await sql.begin((tx) => steps.write(tx as unknown as Tx, [item.value], [value]));
+          await transaction((tx) => steps.write(tx, [item.value], [value]));
           result.imported++;
         } catch (err) {
           reject(item.line, err);

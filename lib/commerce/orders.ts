@@ -241,7 +241,24 @@ interface _Wanted {
   last: string | null;
 }
 
-const _CONTACT_COLUMNS = "id, shopify_customer_id, email, phone, first_name, last_name";
+/**
+ * The brand's contacts whose `column` is one of `values`: one index probe per value, whatever
+ * the planner's statistics say (a young brand's would have it scan every contact of the brand).
+ */
+function _probeContacts(
+  tx: Tx,
+  brandId: string,
+  column: "shopify_customer_id" | "email" | "phone",
+  values: Set<string>,
+): Promise<(_ContactRow & { created_at: Date })[]> {
+  // `offset 0` keeps the subquery a per-value probe rather than a join the planner may hash.
+  return tx<(_ContactRow & { created_at: Date })[]>`
+    select c.* from unnest(${[...values]}::text[]) v(x)
+    cross join lateral (
+      select id, shopify_customer_id, email, phone, first_name, last_name, created_at
+      from contacts where brand_id = ${brandId} and ${tx(column)} = v.x offset 0
+    ) c`;
+}
 
 /**
  * Upserts the contacts of many customers at once (a handful of statements whatever their number)
@@ -273,15 +290,11 @@ export async function upsertContacts(
   if (wanted.every((w) => w === null)) return wanted.map(() => null);
   const found = new Map<string, _ContactRow & { created_at: Date }>();
   // Most customers of an import are known by their Shopify id: probe those first, then email
-  // and phone only for the customers that found no contact that way. One index probe per
-  // identifier (an OR of `= any(...)` is planned as a scan of the brand).
+  // and phone only for the customers that found no contact that way.
   if (shopifyIds.size > 0) {
-    for (
-      const row of await tx<(_ContactRow & { created_at: Date })[]>`
-        select ${tx.unsafe(_CONTACT_COLUMNS)}, created_at
-        from contacts
-        where brand_id = ${input.brandId} and shopify_customer_id = any(${[...shopifyIds]}::text[])`
-    ) found.set(row.id, row);
+    for (const row of await _probeContacts(tx, input.brandId, "shopify_customer_id", shopifyIds)) {
+      found.set(row.id, row);
+    }
   }
   const known = new Set<string>();
   for (const row of found.values()) known.add(row.shopify_customer_id!);
@@ -292,18 +305,12 @@ export async function upsertContacts(
     if (w.email !== null) emails.add(w.email);
     if (w.phone !== null) phones.add(w.phone);
   }
-  if (emails.size + phones.size > 0) {
-    for (
-      const row of await tx<(_ContactRow & { created_at: Date })[]>`
-        select ${tx.unsafe(_CONTACT_COLUMNS)}, created_at
-        from unnest(${[...emails]}::text[]) v(x)
-        join contacts c on c.brand_id = ${input.brandId} and c.email = v.x
-        union
-        select ${tx.unsafe(_CONTACT_COLUMNS)}, created_at
-        from unnest(${[...phones]}::text[]) v(x)
-        join contacts c on c.brand_id = ${input.brandId} and c.phone = v.x`
-    ) found.set(row.id, row);
-  }
+  for (
+    const row of [
+      ...(emails.size > 0 ? await _probeContacts(tx, input.brandId, "email", emails) : []),
+      ...(phones.size > 0 ? await _probeContacts(tx, input.brandId, "phone", phones) : []),
+    ]
+  ) found.set(row.id, row);
   const byShopify = new Map<string, _ContactRow>();
   const byEmail = new Map<string, _ContactRow>();
   const byPhone = new Map<string, _ContactRow>();
@@ -317,7 +324,7 @@ export async function upsertContacts(
   const existing = [...found.values()].sort((a, b) =>
     a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
   );
-  for (const { created_at: _, ...row } of existing) index(row);
+  existing.forEach(index);
   const created: _ContactRow[] = [];
   const changed = new Set<_ContactRow>();
   const ids = wanted.map((w) => {
@@ -507,20 +514,25 @@ export async function writeOrders(
   const lines = _lastPerExternalId(
     input.lines.map((line, i) => ({ ...line, contactId: input.contactIds[i] ?? null })),
   );
+  // Index probes per external id and per order, as for contacts (see `_probeContacts`).
   const stored = await tx<_StoredOrder[]>`
-    select id, external_id, number, state, billing_status, total::text as total, currency_code,
-           contact_id, created_at, processed_at, updated_at, recovered_at
-    from orders
-    where brand_id = ${input.brandId}
-      and external_id = any(${lines.map((line) => line.external_id)}::text[])`;
+    select o.* from unnest(${lines.map((line) => line.external_id)}::text[]) v(x)
+    cross join lateral (
+      select id, external_id, number, state, billing_status, total::text as total, currency_code,
+             contact_id, created_at, processed_at, updated_at, recovered_at
+      from orders where brand_id = ${input.brandId} and external_id = v.x offset 0
+    ) o`;
   const storedBy = new Map(stored.map((row) => [row.external_id, row]));
   const storedItems = stored.length === 0
     ? []
     : await tx<(StoredLineItem & { order_id: string })[]>`
-    select order_id, title, quantity, price::text as price, sku, product_id, variant_id,
-           variant_title
-    from order_line_items where order_id = any(${stored.map((row) => row.id)}::text[])
-    order by order_id, position`;
+    select i.* from unnest(${stored.map((row) => row.id)}::text[]) v(x)
+    cross join lateral (
+      select order_id, position, title, quantity, price::text as price, sku, product_id,
+             variant_id, variant_title
+      from order_line_items where order_id = v.x offset 0
+    ) i
+    order by i.order_id, i.position`;
   const itemsOf = new Map<string, string[]>();
   for (const item of storedItems) {
     const list = itemsOf.get(item.order_id) ?? [];
