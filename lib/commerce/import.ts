@@ -37,10 +37,10 @@ interface _Line<T> {
 
 /**
  * Imports NDJSON from a byte stream: one object a line, validated, prepared and written in
- * transactions of up to `batchLines` (default 2,000) lines. Reads line by line, so a file of any size never sits in
- * memory (at most `writers` + 2 batches). Batches are prepared one at a time in file order, and
- * written up to `writers` (default 2) at once, so that the database may use more than one core;
- * a batch sharing a key with an earlier one is written after it. A line that fails validation,
+ * transactions of up to `batchLines` (default 2,000) lines. Reads line by line, so a file of any
+ * size never sits in memory (at most `writers` + 2 batches). Batches are prepared one at a time in
+ * file order, and written up to `writers` (default 2) at once, so that the database may use more
+ * than one core; a batch sharing a key with an earlier one is written after it. A line that fails validation,
  * its preparation or its write is reported with its line number and errors; the other lines of
  * its batch still land (a failed batch is retried line by line). Blank lines are skipped.
  */

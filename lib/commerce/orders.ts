@@ -35,9 +35,11 @@ export function normalizePhone(input: string | null | undefined): string | null 
   return /^[1-9]\d{7,14}$/.test(digits) ? `+${digits}` : null;
 }
 
+const _MONEY = /^-?\d{1,15}(\.\d{1,2})?$/;
+const _CURRENCY = /^[A-Z]{3}$/;
 const _money = z.union([z.string(), z.number()]).transform((value, ctx) => {
   const text = typeof value === "number" ? String(value) : value.trim();
-  if (!/^-?\d{1,15}(\.\d{1,2})?$/.test(text)) {
+  if (!_MONEY.test(text)) {
     ctx.addIssue({ code: "custom", message: "must be a decimal amount with at most 2 decimals" });
     return z.NEVER;
   }
@@ -62,7 +64,7 @@ export const OrderLineSchema = z.object({
   state: z.enum(ORDER_STATES),
   billing_status: z.enum(BILLING_STATUSES),
   total: _money,
-  currency_code: z.string().regex(/^[A-Z]{3}$/, "must be an ISO 4217 code"),
+  currency_code: z.string().regex(_CURRENCY, "must be an ISO 4217 code"),
   created_at: _timestamp,
   processed_at: _timestamp.optional().nullable(),
   updated_at: _timestamp.optional().nullable(),
@@ -95,7 +97,7 @@ export function parseOrderLineFast(raw: unknown): OrderLine | undefined {
     number.length === 0 || number.length > 100 ||
     !(ORDER_STATES as readonly unknown[]).includes(raw.state) ||
     !(BILLING_STATUSES as readonly unknown[]).includes(raw.billing_status) ||
-    typeof raw.currency_code !== "string" || !/^[A-Z]{3}$/.test(raw.currency_code) ||
+    typeof raw.currency_code !== "string" || !_CURRENCY.test(raw.currency_code) ||
     !_fastTimestamp(raw.created_at)
   ) return undefined;
   const line: Record<string, unknown> = {
@@ -158,17 +160,19 @@ function _fastMoney(value: unknown): string | undefined {
     : typeof value === "string"
     ? value.trim()
     : undefined;
-  return text !== undefined && /^-?\d{1,15}(\.\d{1,2})?$/.test(text) ? text : undefined;
+  return text !== undefined && _MONEY.test(text) ? text : undefined;
 }
 
 function _fastTimestamp(value: unknown): boolean {
   return typeof value === "string" && _timestamp.def.pattern!.test(value);
 }
 
-const _CUSTOMER_TEXT = [["email", 320], ["phone", 40], ["first_name", 200], [
-  "last_name",
-  200,
-]] as const;
+const _CUSTOMER_TEXT = [
+  ["email", 320],
+  ["phone", 40],
+  ["first_name", 200],
+  ["last_name", 200],
+] as const;
 
 function _fastCustomer(value: unknown): _Customer | undefined {
   if (!_isRecord(value)) return undefined;
