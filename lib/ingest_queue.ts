@@ -172,21 +172,19 @@ export function storedSizeBoundWith(bound: number, jsonLength: number, member: s
   return bound + 2 * member.length + 9 * numbers + 8 * containers + (wide ? jsonLength : 0);
 }
 
-// One pass instead of three regular expressions: this runs for every event at the edge.
+const _WIDE = /[^\x20-\xff]/;
+const _DIGIT_RUN = /[0-9]+/g;
+
+// Native scans (a regular expression, indexOf) over the text: this runs for every event at the
+// edge, and a charCodeAt loop over it cost twice as much.
 function _scanJson(json: string): { wide: boolean; numbers: number; containers: number } {
-  let wide = false;
-  let numbers = 0;
   let containers = 0;
-  let inDigits = false;
-  for (let i = 0; i < json.length; i++) {
-    const c = json.charCodeAt(i);
-    if (c < 0x20 || c > 0xff) wide = true;
-    const digit = c >= 0x30 && c <= 0x39;
-    if (digit && !inDigits) numbers++;
-    inDigits = digit;
-    if (c === 0x7b || c === 0x5b) containers++;
-  }
-  return { wide, numbers, containers };
+  for (let i = json.indexOf("{"); i >= 0; i = json.indexOf("{", i + 1)) containers++;
+  for (let i = json.indexOf("["); i >= 0; i = json.indexOf("[", i + 1)) containers++;
+  let numbers = 0;
+  _DIGIT_RUN.lastIndex = 0;
+  while (_DIGIT_RUN.test(json)) numbers++;
+  return { wide: _WIDE.test(json), numbers, containers };
 }
 
 /** The outcome of replaying one dead letter. */
