@@ -592,7 +592,8 @@ Deno.test("storedSizeBound: the same figure as a per-character scan, short text 
   let seed = 11;
   const random = (k: number) => {
     seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return seed % k;
+    // The high bits: an LCG's low bits repeat with a short period.
+    return Math.floor((seed / 2_147_483_648) * k);
   };
   const alphabet = [
     "{",
@@ -615,10 +616,15 @@ Deno.test("storedSizeBound: the same figure as a per-character scan, short text 
     "-",
     ".",
   ];
+  // Most texts of the full alphabet have a wide character; a Latin-1 one (up to \u00ff, the
+  // last narrow character) tests the other answer. Lengths fall on both sides of 64.
+  const latin1 = alphabet.filter((c) => c >= " " && c <= "\u00ff");
   for (let i = 0; i < 3_000; i++) {
-    texts.push(
-      Array.from({ length: random(200) }, () => alphabet[random(alphabet.length)]).join(""),
-    );
+    const chars = i % 2 ? alphabet : latin1;
+    texts.push(Array.from({ length: random(200) }, () => chars[random(chars.length)]).join(""));
+  }
+  for (const char of ["\u001f", "\u00ff", "\u0100", "\ud800", "9", "{"]) {
+    texts.push("x".repeat(100) + char, char + "x".repeat(100), char.repeat(100));
   }
   for (const text of texts) {
     assert.equal(storedSizeBound(null, text), referenceBound(text), JSON.stringify(text));

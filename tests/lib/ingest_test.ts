@@ -765,7 +765,8 @@ function eventCorpus(): unknown[] {
   let seed = 3;
   const random = (k: number) => {
     seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return seed % k;
+    // The high bits: an LCG's low bits repeat with a short period.
+    return Math.floor((seed / 2_147_483_648) * k);
   };
   for (let i = 0; i < 5_000; i++) {
     const event: Record<string, unknown> = {};
@@ -833,7 +834,7 @@ Deno.test("parseIngestEvent: accepts exactly what IngestEventSchema accepts, wit
   }
   // The corpus exercises both sides in earnest.
   assert.ok(corpus.length > 10_000, `${corpus.length}`);
-  assert.ok(fast > 5_000, `${fast} accepted by the fast path`);
+  assert.ok(fast > 3_000, `${fast} accepted by the fast path`);
   assert.ok(rejected > 2_000, `${rejected} rejected`);
 });
 
