@@ -26,7 +26,8 @@ export const MAX_NESTING = 32;
 /** Keys a caller may never send: the scope is bound to the credential (spec 2.1, 4.1.5). */
 const _SCOPE_KEYS = new Set(["scope", "shopDomain", "source"]);
 
-// Shared by the schema and the hand-written fast path (`parseIngestEvent`), so they agree.
+// What the hand-written fast path (`parseIngestEvent`) tests, as the schema does: its own
+// eventType pattern, and the pattern zod builds for `z.iso.datetime({ offset: true })`.
 const _EVENT_TYPE = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const _DATETIME = z.regexes.datetime({ offset: true });
 const _EVENT_KEYS = new Set([
