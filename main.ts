@@ -1,7 +1,7 @@
-import { monotonicFactory } from "ulid";
 import { createApp } from "./lib/app.ts";
 import { loadConfig } from "./lib/config.ts";
 import { createEmbeddedEngine } from "./lib/engine/engine.ts";
+import { ulidSource } from "./lib/ids.ts";
 import { startStatisticsRefresh } from "./lib/statistics.ts";
 import { openStores } from "./lib/stores.ts";
 import { startForwarder } from "./workers/forwarder.ts";
@@ -15,7 +15,7 @@ const app = createApp({
   sql: stores.sql,
   engine,
   now,
-  newId: monotonicFactory(),
+  newId: ulidSource(),
   config,
 });
 // FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).

@@ -553,3 +553,83 @@ Deno.test("storedSizeBoundWith: adding a member never undercuts the bound measur
     }
   }
 });
+
+/** The per-character scan storedSizeBound used for any text before its native one. */
+function referenceBound(json: string): number {
+  let wide = false;
+  let numbers = 0;
+  let containers = 0;
+  let inDigits = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c < 0x20 || c > 0xff) wide = true;
+    const digit = c >= 0x30 && c <= 0x39;
+    if (digit && !inDigits) numbers++;
+    inDigits = digit;
+    if (c === 0x7b || c === 0x5b) containers++;
+  }
+  return (wide ? 2 : 1) * json.length + 9 * numbers + 8 * containers + 64;
+}
+
+Deno.test("storedSizeBound: the same figure as a per-character scan, short text or long", () => {
+  const texts = [
+    "",
+    "0",
+    "a",
+    "{}",
+    "[[[]]]",
+    "12a34b5",
+    "x9",
+    "9x",
+    "1e+21",
+    "-0.5",
+    "\u0000\u001f",
+    "\u00ff\u0100",
+    "é😀漢",
+    "\ud800",
+    '{"a":[1,2,{"b":"c3"}],"d":"\\u0001"}',
+  ];
+  let seed = 11;
+  const random = (k: number) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    // The high bits: an LCG's low bits repeat with a short period.
+    return Math.floor((seed / 2_147_483_648) * k);
+  };
+  const alphabet = [
+    "{",
+    "[",
+    "}",
+    "]",
+    '"',
+    ":",
+    ",",
+    "0",
+    "7",
+    "9",
+    "a",
+    "é",
+    "\u00ff",
+    "\u0100",
+    "😀",
+    "\n",
+    " ",
+    "-",
+    ".",
+  ];
+  // Most texts of the full alphabet have a wide character; a Latin-1 one (up to \u00ff, the
+  // last narrow character) tests the other answer. Lengths fall on both sides of 64.
+  const latin1 = alphabet.filter((c) => c >= " " && c <= "\u00ff");
+  for (let i = 0; i < 3_000; i++) {
+    const chars = i % 2 ? alphabet : latin1;
+    texts.push(Array.from({ length: random(200) }, () => chars[random(chars.length)]).join(""));
+  }
+  for (const char of ["\u001f", "\u00ff", "\u0100", "\ud800", "9", "{"]) {
+    texts.push("x".repeat(100) + char, char + "x".repeat(100), char.repeat(100));
+  }
+  for (const text of texts) {
+    assert.equal(storedSizeBound(null, text), referenceBound(text), JSON.stringify(text));
+  }
+  // And twice in a row (the scan keeps a global regular expression's position between calls).
+  assert.equal(storedSizeBound(null, "1 2 3"), referenceBound("1 2 3"));
+  assert.equal(storedSizeBound(null, "1 2 3"), referenceBound("1 2 3"));
+});

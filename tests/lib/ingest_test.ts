@@ -2,9 +2,11 @@ import assert from "node:assert/strict";
 import type { IngestEvent } from "../../lib/engine/engine.ts";
 import { type ErrorCode, HttpError } from "../../lib/errors.ts";
 import {
+  IngestEventSchema,
   MAX_ASYNC_BATCH,
   MAX_EVENT_BYTES,
   MAX_SYNC_BATCH,
+  parseIngestEvent,
   scopeBindingPaths,
   validateBatch,
 } from "../../lib/ingest.ts";
@@ -571,4 +573,334 @@ Deno.test("scopeBindingPaths: deep nesting is a 400, never a stack overflow", ()
   let nested: unknown = { scope: "x" };
   for (let i = 0; i < 20; i++) nested = { a: nested };
   assert.equal(scopeBindingPaths(nested).length, 1);
+});
+
+// --- the hand-written fast path against the schema ---
+
+/** Values of every kind for a field: strings at the length bounds, odd types, unicode. */
+const ANY_VALUES: unknown[] = [
+  undefined,
+  null,
+  true,
+  0,
+  1.5,
+  -1,
+  NaN,
+  "",
+  "a",
+  "x".repeat(60),
+  "x".repeat(61),
+  "x".repeat(64),
+  "x".repeat(65),
+  "x".repeat(255),
+  "x".repeat(256),
+  "a:b",
+  ":",
+  "é",
+  "😀".repeat(30),
+  "😀".repeat(31),
+  "\ud800",
+  "a\n",
+  " a",
+  [],
+  ["a"],
+  {},
+  { a: 1 },
+];
+
+const EVENT_TYPES = [
+  "page_viewed",
+  "a",
+  "Z9_",
+  "a".repeat(64),
+  "a".repeat(65),
+  "1a",
+  "_a",
+  "a-b",
+  "a b",
+  "é",
+  "aé",
+  "a\n",
+  "a\u0000",
+  "ａ",
+];
+
+const TIMESTAMPS = [
+  "2026-01-02T03:04:05Z",
+  "2026-01-02T03:04:05.1Z",
+  "2026-01-02T03:04:05.123456789Z",
+  "2026-01-02T03:04:05+02:00",
+  "2026-01-02T03:04:05-05:30",
+  "2026-01-02T03:04:05.5+23:59",
+  "2026-01-02T03:04:05+24:00",
+  "2026-01-02T03:04:05-00:00",
+  "2026-01-02T03:04:05+0200",
+  "2026-01-02T03:04:05+02",
+  "2026-01-02T03:04:05z",
+  "2026-01-02t03:04:05Z",
+  "2026-01-02 03:04:05Z",
+  "2026-01-02T03:04Z",
+  "2026-01-02T03:04:05",
+  "2026-01-02T03:04:05.Z",
+  "2026-01-02T03:04:05,5Z",
+  "2026-01-02T24:00:00Z",
+  "2026-01-02T23:59:60Z",
+  "2024-02-29T00:00:00Z",
+  "2023-02-29T00:00:00Z",
+  "2000-02-29T00:00:00Z",
+  "1900-02-29T00:00:00Z",
+  "2026-04-31T00:00:00Z",
+  "2026-12-31T23:59:59Z",
+  "2026-13-01T00:00:00Z",
+  "2026-00-01T00:00:00Z",
+  "0000-01-01T00:00:00Z",
+  "+002026-01-02T03:04:05Z",
+  "20260102T030405Z",
+  "2026-01-02",
+  "2026-01-02T03:04:05Z\n",
+  " 2026-01-02T03:04:05Z",
+  "２026-01-02T03:04:05Z",
+  "",
+  "now",
+];
+
+const RECORDS: unknown[] = [
+  {},
+  { url: "https://example.com", title: "T" },
+  { n: 1, nested: { deep: [1, { a: null }] }, list: [], b: false },
+  { 2: "b", 1: "a", z: 1, "10": "c" },
+  { "": "empty key", "é😀": "unicode key", "a:b": 1 },
+  { v: undefined },
+  JSON.parse('{"__proto__": {"x": 1}, "a": 1}'),
+  { constructor: "x" },
+  { hasOwnProperty: 1, toString: "s" },
+  Object.assign(Object.create(null), { a: 1 }),
+  { [Symbol("s")]: 1, a: 1 },
+  Object.defineProperty({ a: 1 }, "hidden", { value: 2, enumerable: false }),
+  new Date(0),
+  new Map([["a", 1]]),
+  [],
+  [1],
+  "x",
+  1,
+  null,
+  true,
+];
+
+const TARGETS: unknown[] = [
+  { itemId: "i1", itemType: "product" },
+  { itemId: "i1", itemType: "product", properties: { a: 1 } },
+  { itemType: "product", itemId: "i1", properties: {} },
+  { itemId: "x".repeat(255), itemType: "x".repeat(64) },
+  { itemId: "x".repeat(256), itemType: "t" },
+  { itemId: "i", itemType: "x".repeat(65) },
+  { itemId: "", itemType: "t" },
+  { itemId: "i", itemType: "" },
+  { itemId: "a:b", itemType: "t:u" },
+  { itemId: "i" },
+  { itemType: "t" },
+  { itemId: 1, itemType: "t" },
+  { itemId: "i", itemType: "t", extra: 1 },
+  { itemId: "i", itemType: "t", properties: [] },
+  { itemId: "i", itemType: "t", properties: null },
+  { itemId: "i", itemType: "t", properties: undefined },
+  { itemId: "i", itemType: "t", scope: "s" },
+  Object.assign(Object.create(null), { itemId: "i", itemType: "t" }),
+  {},
+  [],
+  "i1",
+  null,
+];
+
+/**
+ * Events as zod sees them: valid ones with every optional field, then each field swapped for
+ * values of every kind, extra and missing keys, and seeded random mixes.
+ */
+function eventCorpus(): unknown[] {
+  const full: Record<string, unknown> = {
+    eventType: "page_viewed",
+    profileId: "p1",
+    sessionId: "s1",
+    properties: { url: "https://example.com/p/1", title: "T" },
+    flattenedProperties: { a: 1 },
+    timeStamp: "2026-01-02T03:04:05.123+02:00",
+    target: { itemId: "i1", itemType: "product", properties: { b: [2] } },
+  };
+  const pools: Record<string, unknown[]> = {
+    eventType: [...EVENT_TYPES, ...ANY_VALUES],
+    profileId: ANY_VALUES,
+    sessionId: ANY_VALUES,
+    properties: [...RECORDS, ...ANY_VALUES],
+    flattenedProperties: [...RECORDS, ...ANY_VALUES],
+    timeStamp: [...TIMESTAMPS, ...ANY_VALUES],
+    target: [...TARGETS, ...ANY_VALUES],
+  };
+  const corpus: unknown[] = [
+    full,
+    { eventType: "page_viewed", profileId: "p1" },
+    // Keys in another order than the schema's; zod's output follows the schema.
+    { target: full.target, timeStamp: full.timeStamp, profileId: "p", eventType: "a" },
+    { ...full, extra: 1 },
+    { ...full, id: "x" },
+    { ...full, scope: "s" },
+    JSON.parse('{"eventType":"a","profileId":"p","__proto__":{"x":1}}'),
+    Object.assign(Object.create(null), { eventType: "a", profileId: "p" }),
+    Object.assign(Object.create({ inherited: 1 }), { eventType: "a", profileId: "p" }),
+    [],
+    [full],
+    null,
+    undefined,
+    "event",
+    1,
+    new Date(0),
+  ];
+  for (const [field, pool] of Object.entries(pools)) {
+    const { [field]: _, ...without } = full;
+    corpus.push(without);
+    for (const value of pool) {
+      corpus.push({ ...full, [field]: value });
+      corpus.push({ eventType: "page_viewed", profileId: "p1", [field]: value });
+    }
+  }
+  let seed = 3;
+  const random = (k: number) => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    // The high bits: an LCG's low bits repeat with a short period.
+    return Math.floor((seed / 2_147_483_648) * k);
+  };
+  for (let i = 0; i < 5_000; i++) {
+    const event: Record<string, unknown> = {};
+    for (const [field, pool] of Object.entries(pools)) {
+      const roll = random(8);
+      if (roll === 0 && field !== "eventType" && field !== "profileId") continue;
+      event[field] = roll === 1 ? pool[random(pool.length)] : full[field];
+    }
+    if (random(20) === 0) event[["extra", "source", "id", "type"][random(4)]!] = 1;
+    corpus.push(event);
+  }
+  // As they arrive: through JSON (drops undefined, turns objects into plain ones).
+  for (const event of [...corpus]) {
+    if (event !== undefined) corpus.push(JSON.parse(JSON.stringify(event)));
+  }
+  return corpus;
+}
+
+/**
+ * Inputs the fast path leaves to zod on purpose: objects JSON.parse never makes, and strings
+ * over a maximum length in UTF-16 units that zod, counting code points, may still accept.
+ */
+function unusual(value: unknown, depth = 0): boolean {
+  if (typeof value === "string") return value.length > 60 && /[\ud800-\udbff]/.test(value);
+  if (typeof value !== "object" || value === null) return false;
+  if (Array.isArray(value)) return false;
+  if (depth > 2) return false;
+  return Object.getPrototypeOf(value) !== Object.prototype ||
+    Object.hasOwn(value, "__proto__") ||
+    Object.hasOwn(value, "constructor") ||
+    Object.getOwnPropertySymbols(value).length > 0 ||
+    Object.values(value).some((v) => v === undefined || unusual(v, depth + 1));
+}
+
+/** Object keys in order, at every depth (deepStrictEqual ignores key order). */
+function keyOrder(value: unknown): unknown {
+  if (typeof value !== "object" || value === null) return null;
+  if (Array.isArray(value)) return value.map(keyOrder);
+  return Object.keys(value).map((key) => [key, keyOrder((value as Record<string, unknown>)[key])]);
+}
+
+Deno.test("parseIngestEvent: accepts exactly what IngestEventSchema accepts, with identical output", () => {
+  const corpus = eventCorpus();
+  let fast = 0;
+  let rejected = 0;
+  for (const raw of corpus) {
+    const label = JSON.stringify(raw)?.slice(0, 200) ?? String(raw);
+    const parsed = parseIngestEvent(raw);
+    const expected = IngestEventSchema.safeParse(raw);
+    if (!expected.success) rejected++;
+    if (parsed === undefined) {
+      // Declined: zod decides. Only ever for what zod rejects, or for the unusual inputs.
+      assert.ok(!expected.success || unusual(raw), `declined a valid event: ${label}`);
+      continue;
+    }
+    fast++;
+    assert.ok(expected.success, `accepted what zod rejects: ${label}`);
+    assert.deepStrictEqual(parsed, expected.data, label);
+    assert.deepStrictEqual(keyOrder(parsed), keyOrder(expected.data), label);
+    assert.equal(JSON.stringify(parsed), JSON.stringify(expected.data), label);
+    // A copy, as zod's: the output never aliases the request's objects.
+    const input = raw as Record<string, unknown>;
+    if (parsed.properties) assert.notEqual(parsed.properties, input.properties);
+    if (parsed.target) assert.notEqual(parsed.target, input.target);
+  }
+  // The corpus exercises both sides in earnest.
+  assert.ok(corpus.length > 10_000, `${corpus.length}`);
+  assert.ok(fast > 3_000, `${fast} accepted by the fast path`);
+  assert.ok(rejected > 2_000, `${rejected} rejected`);
+});
+
+Deno.test("validateBatch: a batch of unusual events gets zod's answer for each", () => {
+  const events = [
+    JSON.parse('{"eventType":"a","profileId":"p","properties":{"__proto__":{"x":1},"a":1}}'),
+    Object.assign(Object.create(null), { eventType: "a", profileId: "p" }),
+    { eventType: "a", profileId: "p", sessionId: undefined },
+    { eventType: "a", profileId: "p", properties: { constructor: "c" } },
+  ];
+  const { accepted, rejected } = validate({ events }, { newId: () => "id" });
+  assert.deepEqual(rejected, []);
+  assert.deepEqual(
+    accepted.map((a) => a.event),
+    events.map((e) => ({ id: "id", ...IngestEventSchema.parse(e) })),
+  );
+  assert.deepEqual(accepted[0]!.event.properties, { a: 1 });
+});
+
+/** What validateBatch does with `body`: its error's code and message, or "ok". */
+function outcome(body: unknown): string {
+  try {
+    validate(body);
+    return "ok";
+  } catch (err) {
+    assert.ok(err instanceof HttpError);
+    return `${err.code}: ${err.message}`;
+  }
+}
+
+Deno.test("validateBatch: around the nesting limit, the same answer as the full walk", () => {
+  const nest = (levels: number, leaf: unknown, arrays: boolean): unknown => {
+    let node = leaf;
+    for (let i = 0; i < levels; i++) node = arrays && i % 2 ? [node] : { k: node };
+    return node;
+  };
+  for (let levels = 27; levels <= 33; levels++) {
+    for (const arrays of [false, true]) {
+      for (const leaf of [1, {}, [], { scope: "x" }, { a: { source: 1 } }, [{ shopDomain: 1 }]]) {
+        const body = { events: [ev({ properties: { p: nest(levels, leaf, arrays) } })] };
+        let expected = "ok";
+        try {
+          const paths = scopeBindingPaths(body);
+          if (paths.length > 0) {
+            expected = `scope_binding: scope is bound to the API key; remove ${paths.join(", ")}`;
+          }
+        } catch (err) {
+          expected = `bad_request: ${(err as Error).message}`;
+        }
+        assert.equal(
+          outcome(body),
+          expected,
+          `${levels} ${arrays} ${JSON.stringify(leaf)}`,
+        );
+      }
+    }
+  }
+});
+
+Deno.test("validateBatch: objects JSON.parse never makes are walked in full", () => {
+  const hidden = Object.assign(Object.create(null), { scope: "x" });
+  assert.match(
+    outcome({ events: [ev({ properties: { a: hidden } })] }),
+    /^scope_binding: .*\$\.events\[0\]\.properties\.a\.scope$/,
+  );
+  // A key inherited from a prototype is not the object's own: neither walk reports it.
+  const inherited = Object.create({ scope: "x" });
+  assert.equal(outcome({ events: [ev({ properties: { a: inherited } })] }), "ok");
 });

@@ -1,0 +1,56 @@
+const _ENCODING = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"; // Crockford's base32
+const _TIME_CHARS = 10;
+const _RANDOM_CHARS = 16;
+const _POOL_BYTES = 4096;
+
+/**
+ * A source of monotonic ULIDs, as `ulid`'s `monotonicFactory()` makes them (within one
+ * millisecond, the random part is incremented), at a fraction of the cost: the edge takes one
+ * per event, and the package's draw of one `getRandomValues` per character and its encoding of
+ * the time on every call cost ~7% of the edge's CPU.
+ */
+export function ulidSource(): () => string {
+  let pool = new Uint8Array(0);
+  let used = 0;
+  let lastTime = -1;
+  let time = "";
+  let random = "";
+  return function newUlid() {
+    const now = Date.now();
+    if (now > lastTime) {
+      lastTime = now;
+      time = _encodeTime(now);
+      if (used + _RANDOM_CHARS > pool.length) {
+        pool = crypto.getRandomValues(new Uint8Array(_POOL_BYTES));
+        used = 0;
+      }
+      random = "";
+      // 256 is a multiple of 32: the low five bits of a byte are uniform.
+      for (let i = 0; i < _RANDOM_CHARS; i++) random += _ENCODING[pool[used++]! & 31];
+    } else {
+      // The clock did not move (or went back): the next id of the same millisecond.
+      random = _increment(random);
+    }
+    return time + random;
+  };
+}
+
+function _encodeTime(ms: number): string {
+  let text = "";
+  for (let i = 0; i < _TIME_CHARS; i++) {
+    const digit = ms % 32;
+    text = _ENCODING[digit] + text;
+    ms = (ms - digit) / 32;
+  }
+  return text;
+}
+
+function _increment(text: string): string {
+  for (let i = text.length - 1; i >= 0; i--) {
+    const digit = _ENCODING.indexOf(text[i]!);
+    if (digit < 31) {
+      return text.slice(0, i) + _ENCODING[digit + 1] + "0".repeat(text.length - i - 1);
+    }
+  }
+  throw new Error("ULID random part overflowed within one millisecond");
+}
