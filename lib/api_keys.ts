@@ -59,8 +59,17 @@ export function isWellFormedApiKey(key: string): boolean {
 
 /** SHA-256 hex of a plaintext key: the only form in which a key is stored. */
 export function hashApiKey(key: string): Promise<string> {
+  return Promise.resolve(_sha256(key));
+}
+
+/** {@linkcode hashApiKey} of a well-formed key, or null when the key is malformed. */
+export function wellFormedKeyHash(key: string): string | null {
+  return isWellFormedApiKey(key) ? _sha256(key) : null;
+}
+
+function _sha256(key: string): string {
   // node:crypto hashes synchronously: WebCrypto's async digest cost ~6% of an ingest request.
-  return Promise.resolve(createHash("sha256").update(key).digest("hex"));
+  return createHash("sha256").update(key).digest("hex");
 }
 
 /** Issues a key for a brand; the returned `key` is the only time the plaintext exists. */
@@ -91,8 +100,20 @@ export async function authenticateApiKey(
   deps: Pick<ApiKeyDeps, "kv" | "now">,
   key: string,
 ): Promise<ApiKeyRecord | null> {
-  if (!isWellFormedApiKey(key)) return null;
-  const entry = await deps.kv.get<ApiKeyRecord>(apiKeyByHashKey(await hashApiKey(key)));
+  const hash = wellFormedKeyHash(key);
+  return hash
+    ? await liveApiKey(deps, await deps.kv.get<ApiKeyRecord>(apiKeyByHashKey(hash)))
+    : null;
+}
+
+/**
+ * The live record of a key's KV entry (null when unknown, revoked or expired); records its use
+ * in `last_used_at` at most once a minute.
+ */
+export async function liveApiKey(
+  deps: Pick<ApiKeyDeps, "kv" | "now">,
+  entry: Deno.KvEntryMaybe<ApiKeyRecord>,
+): Promise<ApiKeyRecord | null> {
   const record = entry.value;
   const now = deps.now();
   if (!record || record.revoked_at !== null) return null;

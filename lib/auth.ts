@@ -1,23 +1,32 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { API_KEY_PREFIX, authenticateApiKey } from "./api_keys.ts";
+import { API_KEY_PREFIX, type ApiKeyRecord, liveApiKey, wellFormedKeyHash } from "./api_keys.ts";
 import type { AppDeps, AppEnv, AuthContext } from "./app_env.ts";
 import { type BrandCache, findBrandContext, findBrandIdByShop } from "./brands.ts";
 import { HttpError } from "./errors.ts";
-import { brandVersionKey, kvKeyId } from "./kv_keys.ts";
+import { apiKeyByHashKey, brandVersionKey, kvKeyId } from "./kv_keys.ts";
 import { looksLikeJwt, verifySessionToken } from "./session_token.ts";
 
 const _CHALLENGE = { "WWW-Authenticate": 'Bearer realm="cdp"' };
 
+/** Key ids and brands remembered by {@linkcode apiKeyAuth}; past this many it starts over. */
+const _KNOWN_KEYS = 10_000;
+
 /**
  * Bearer API-key authentication: resolves key → brand → scope into `c.var.auth`, or 401. The
  * key record is read on every request (a revocation applies to the next one); the brand comes
- * from `brands`, checked against the brand's version read in one `getMany` with the keys
- * `prefetch` names (a limiter's window), which land in `c.var.kvPrefetch`.
+ * from `brands`, checked against the brand's version, read with the keys `prefetch` names (a
+ * limiter's window), which land in `c.var.kvPrefetch`. A key's id and brand never change, so once
+ * a key has been seen they are known ahead and all of it is one `getMany`.
  */
 export function apiKeyAuth(
   deps: Pick<AppDeps, "kv" | "sql" | "now">,
   options: { brands: BrandCache; prefetch?: (keyId: string) => Deno.KvKey[] },
 ): MiddlewareHandler<AppEnv> {
+  const known = new Map<string, { id: string; brand: string }>();
+  const alsoRead = (key: { id: string; brand: string }) => [
+    brandVersionKey(key.brand),
+    ...(options.prefetch?.(key.id) ?? []),
+  ];
   return async function apiKeyAuthMiddleware(c, next) {
     const token = _bearer(c);
     if (looksLikeJwt(token)) {
@@ -25,20 +34,40 @@ export function apiKeyAuth(
         headers: _CHALLENGE,
       });
     }
-    const record = await authenticateApiKey(deps, token);
-    let brand = null;
-    if (record) {
-      const keys = [brandVersionKey(record.brand), ...(options.prefetch?.(record.id) ?? [])];
-      const [version, ...rest] = await deps.kv.getMany(keys);
-      c.set("kvPrefetch", new Map(rest.map((entry) => [kvKeyId(entry.key), entry])));
-      brand = await options.brands.get(deps.sql, record.brand, version!.versionstamp);
+    const hash = wellFormedKeyHash(token);
+    let record: ApiKeyRecord | null = null;
+    let more: Deno.KvEntryMaybe<unknown>[] = [];
+    if (hash) {
+      const recordKey = apiKeyByHashKey(hash);
+      const hint = known.get(hash);
+      if (hint) {
+        const [entry, ...rest] = await deps.kv.getMany([recordKey, ...alsoRead(hint)]);
+        record = await liveApiKey(deps, entry as Deno.KvEntryMaybe<ApiKeyRecord>);
+        more = rest;
+        if (record && (record.id !== hint.id || record.brand !== hint.brand)) {
+          known.delete(hash);
+          more = await deps.kv.getMany(alsoRead(record));
+        }
+      } else {
+        record = await liveApiKey(deps, await deps.kv.get<ApiKeyRecord>(recordKey));
+        if (record) {
+          if (known.size >= _KNOWN_KEYS) known.clear();
+          known.set(hash, { id: record.id, brand: record.brand });
+          more = await deps.kv.getMany(alsoRead(record));
+        }
+      }
     }
+    const [version, ...rest] = more;
+    const brand = record && version
+      ? await options.brands.get(deps.sql, record.brand, version.versionstamp)
+      : null;
     if (!record || !brand) {
       // One answer for every failure, so a caller learns nothing about which keys exist.
       throw new HttpError(401, "unauthorized", "API key is invalid, revoked or expired", {
         headers: { "WWW-Authenticate": 'Bearer realm="cdp", error="invalid_token"' },
       });
     }
+    c.set("kvPrefetch", new Map(rest.map((entry) => [kvKeyId(entry.key), entry])));
     c.set("auth", { ...brand, keyId: record.id });
     await next();
   };

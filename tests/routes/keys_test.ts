@@ -155,6 +155,9 @@ Deno.test("keys: revocation applies to the very next request; delete needs a dea
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
     const token = await sessionToken(ctx, brand.scope!);
+    // Used once first, so that the service knows the key's id and brand ahead of its record.
+    assert.equal((await catalog(ctx, brand.key)).status, 200);
+    assert.equal((await catalog(ctx, brand.key)).status, 200);
     const live = await call(ctx, token, "DELETE", `/cdp/keys?id=${brand.keyId}`);
     assert.equal(live.status, 409);
     assert.match((await errorBody(live)).error_description, /revoke it first/);
@@ -170,6 +173,7 @@ Deno.test("keys: revocation applies to the very next request; delete needs a dea
     );
     const deleted = await call(ctx, token, "DELETE", `/cdp/keys?id=${brand.keyId}`);
     assert.equal(deleted.status, 204);
+    assert.equal((await catalog(ctx, brand.key)).status, 401);
     assert.equal((await (await call(ctx, token, "GET", "/cdp/keys")).json()).totalSize, 0);
     assert.equal((await call(ctx, token, "DELETE", `/cdp/keys?id=${brand.keyId}`)).status, 404);
     assert.equal(
