@@ -18,6 +18,7 @@ import { apiKeyAuth, sessionTokenAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { onError, onNotFound } from "./errors.ts";
 import { createBrandCache } from "./brands.ts";
+import { createGroupCommit } from "./kv_group_commit.ts";
 import { routeGuard } from "./route_guard.ts";
 import { newRouter } from "./openapi.ts";
 import { rateCounterWindow, rateLimit, type RateLimitPolicy } from "./rate_limit.ts";
@@ -73,8 +74,13 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     windowMs: 60_000,
     counting: "sum",
   };
+  // One group commit per KV database: concurrent requests share KV transactions.
+  const kvCommit = createGroupCommit(deps.kv);
+  const queueCommit = deps.queueKv && deps.queueKv !== deps.kv
+    ? createGroupCommit(deps.queueKv)
+    : kvCommit;
   const metered = [
-    usageMeter(deps),
+    usageMeter(deps, { commit: kvCommit }),
     rateLimit({
       kv: deps.kv,
       now: deps.now,
@@ -106,8 +112,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     }),
   );
 
-  app.route("/", eventRoutes(deps));
-  app.route("/", ingestRoutes(deps));
+  app.route("/", eventRoutes(deps, { queueCommit }));
+  app.route("/", ingestRoutes(deps, { queueCommit }));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));
   app.route("/", segmentRoutes(deps));

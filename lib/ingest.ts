@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { AppDeps } from "./app_env.ts";
 import type { EventBatch, IngestEvent } from "./engine/engine.ts";
 import { type ErrorCode, HttpError } from "./errors.ts";
+import type { GroupCommit } from "./kv_group_commit.ts";
 import {
   enqueueBatch,
   MAX_STORED_EVENT_BYTES,
@@ -256,22 +257,27 @@ export async function readJsonBody(request: Request): Promise<unknown> {
  */
 export async function queueBatch(
   deps: Pick<AppDeps, "kv" | "queueKv" | "newId" | "config">,
-  brandId: string,
-  batch: EventBatch,
-  also?: (op: Deno.AtomicOperation) => void,
-  sizes?: number[],
+  input: {
+    brandId: string;
+    batch: EventBatch;
+    /** The group commit over the queue's KV database. */
+    commit: GroupCommit;
+    also?: (op: Deno.AtomicOperation) => void;
+    sizes?: number[];
+  },
 ): Promise<boolean> {
-  if (batch.events.length === 0) return false;
+  if (input.batch.events.length === 0) return false;
   const kv = deps.queueKv ?? deps.kv;
-  const folded = also !== undefined && kv === deps.kv;
+  const folded = input.also !== undefined && kv === deps.kv;
   try {
     await enqueueBatch(kv, {
-      brandId,
-      batch,
+      brandId: input.brandId,
+      batch: input.batch,
       newId: deps.newId,
       backoffMs: deps.config.ingestRetryBackoffMs,
-      also: folded ? also : undefined,
-      sizes,
+      also: folded ? input.also : undefined,
+      sizes: input.sizes,
+      commit: input.commit,
     });
     return folded;
   } catch (err) {

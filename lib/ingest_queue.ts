@@ -1,5 +1,6 @@
 import type { Engine, EventBatch, IngestEvent } from "./engine/engine.ts";
 import { deadLetterKey, deadLetterPrefix } from "./kv_keys.ts";
+import type { GroupCommit } from "./kv_group_commit.ts";
 
 /** A queue message carrying events for the engine. */
 export interface EventsMessage {
@@ -54,7 +55,8 @@ export function chunkEvents(events: IngestEvent[], sizes?: number[]): IngestEven
 /**
  * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
  * queued or none is (the caller then answers 503 and accepts nothing). `also` adds the request's
- * other writes (its limiter counts and usage record) to the same commit.
+ * other writes (its limiter counts and usage record) to the same commit; `commit` shares it with
+ * other requests' (a group commit over `kv`).
  */
 export async function enqueueBatch(
   kv: Deno.Kv,
@@ -66,22 +68,31 @@ export async function enqueueBatch(
     also?: (op: Deno.AtomicOperation) => void;
     /** `storedSizeBound` of each event, when the caller has it. */
     sizes?: number[];
+    commit?: GroupCommit;
   },
 ): Promise<void> {
-  const op = kv.atomic();
-  input.also?.(op);
-  for (const events of chunkEvents(input.batch.events, input.sizes)) {
-    const message: EventsMessage = {
-      kind: "events",
-      id: input.newId(),
-      brandId: input.brandId,
-      batch: { ...input.batch, events },
-    };
-    op.enqueue(message, {
-      keysIfUndelivered: [deadLetterKey(message.id)],
-      backoffSchedule: input.backoffMs ?? DEFAULT_BACKOFF_MS,
-    });
+  const messages: EventsMessage[] = chunkEvents(input.batch.events, input.sizes).map((events) => ({
+    kind: "events",
+    id: input.newId(),
+    brandId: input.brandId,
+    batch: { ...input.batch, events },
+  }));
+  const write = (op: Deno.AtomicOperation) => {
+    input.also?.(op);
+    for (const message of messages) {
+      op.enqueue(message, {
+        keysIfUndelivered: [deadLetterKey(message.id)],
+        backoffSchedule: input.backoffMs ?? DEFAULT_BACKOFF_MS,
+      });
+    }
+  };
+  if (input.commit) {
+    const bytes = input.sizes?.reduce((sum, size) => sum + size, 0) ??
+      messages.length * _MESSAGE_BUDGET;
+    return await input.commit.commit(write, bytes);
   }
+  const op = kv.atomic();
+  write(op);
   const result = await op.commit();
   if (!result.ok) throw new Error("ingest queue commit was refused");
 }

@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv, RequestMeter } from "./app_env.ts";
 import { HttpError } from "./errors.ts";
+import { createGroupCommit, type GroupCommit } from "./kv_group_commit.ts";
 import { usageDailyKey, usageDailyPrefix, usageRecordKey } from "./kv_keys.ts";
 
 // Per-request records are for audits and disputes; the daily sums are kept forever.
@@ -30,7 +31,11 @@ export function routeFamily(path: string): string {
  * the limiters' counts of the request (`c.var.meter.writes`). A handler that commits its own KV
  * transaction can fold all of it into that one instead ({@linkcode meterInto}).
  */
-export function usageMeter(deps: { kv: Deno.Kv; now: () => Date }): MiddlewareHandler<AppEnv> {
+export function usageMeter(
+  deps: { kv: Deno.Kv; now: () => Date },
+  options: { commit?: GroupCommit } = {},
+): MiddlewareHandler<AppEnv> {
+  const commit = options.commit ?? createGroupCommit(deps.kv);
   return async function usageMeterMiddleware(c, next) {
     const meter: RequestMeter = { started: deps.now(), writes: [], done: false };
     c.set("meter", meter);
@@ -48,22 +53,23 @@ export function usageMeter(deps: { kv: Deno.Kv; now: () => Date }): MiddlewareHa
         : thrown instanceof HttpError
         ? thrown.status
         : 500;
-      await _commitMeter(deps, c, meter, status);
+      await _commitMeter(deps, commit, c, meter, status);
     }
     if (thrown !== undefined) throw thrown;
   };
 }
 
 async function _commitMeter(
-  deps: { kv: Deno.Kv; now: () => Date },
+  deps: { now: () => Date },
+  commit: GroupCommit,
   c: Context<AppEnv>,
   meter: RequestMeter,
   status: number,
 ): Promise<void> {
-  const op = deps.kv.atomic();
-  if (!meterInto(c, op, status, deps.now()) && meter.writes.length === 0) return;
+  if (!c.get("auth") && meter.writes.length === 0) return;
+  const at = deps.now();
   try {
-    await op.commit();
+    await commit.commit((op) => meterInto(c, op, status, at));
   } catch (err) {
     // Metering must never fail a request that already succeeded.
     console.error(JSON.stringify({

@@ -15,6 +15,7 @@ import {
   readJsonBody,
   validateBatch,
 } from "../lib/ingest.ts";
+import type { GroupCommit } from "../lib/kv_group_commit.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
 import { hitRateLimit } from "../lib/rate_limit.ts";
 import { meterInto } from "../lib/usage.ts";
@@ -124,7 +125,7 @@ const _catalog = EVENT_TYPES.map(eventTypeSummary)
   .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
 /** Event routes: the catalog and server-side ingestion. */
-export function eventRoutes(deps: AppDeps) {
+export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
   router.use("/cdp/events", bodyLimit({ maxBytes: MAX_INGEST_BODY_BYTES }));
   router.openapi(listTypes, (c) => {
@@ -153,13 +154,13 @@ export function eventRoutes(deps: AppDeps) {
     };
     if (!sync) {
       // One KV commit per request: the queue messages, the limiter counts and the usage record.
-      const metered = await queueBatch(
-        deps,
-        auth.brandId,
+      const metered = await queueBatch(deps, {
+        brandId: auth.brandId,
         batch,
-        (op) => meterInto(c, op, 202, deps.now()),
-        accepted.map((a) => a.storedBytes),
-      );
+        commit: options.queueCommit,
+        also: (op) => meterInto(c, op, 202, deps.now()),
+        sizes: accepted.map((a) => a.storedBytes),
+      });
       const meter = c.get("meter");
       if (metered && meter) meter.done = true;
       return c.json({ accepted: accepted.length, rejected, scope }, 202);

@@ -7,6 +7,7 @@ import { bodyLimit } from "../lib/body_limit.ts";
 import { findPixelShop, parseShopDomain } from "../lib/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { HttpError } from "../lib/errors.ts";
+import type { GroupCommit } from "../lib/kv_group_commit.ts";
 import { findEventType } from "../lib/event_types.ts";
 import { IngestEventSchema, queueBatch, readJsonBody, validateBatch } from "../lib/ingest.ts";
 import { errorResponses, newRouter } from "../lib/openapi.ts";
@@ -63,7 +64,7 @@ const pixelIngest = createRoute({
 });
 
 /** The credential-free storefront pixel proxy. */
-export function ingestRoutes(deps: AppDeps) {
+export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
   router.use("/cdp/ingest", bodyLimit({ maxBytes: MAX_PIXEL_BODY_BYTES }));
   router.openapi(pixelIngest, async (c) => {
@@ -93,11 +94,16 @@ export function ingestRoutes(deps: AppDeps) {
       newId: deps.newId,
       check: (event) => _pixelCheck(event) ?? deps.engine.checkEvent(event),
     });
-    await queueBatch(deps, pixelShop.brandId, {
-      scope: pixelShop.scope,
-      source: "pixel",
-      receivedAt: deps.now().toISOString(),
-      events: accepted.map((a) => a.event),
+    await queueBatch(deps, {
+      brandId: pixelShop.brandId,
+      batch: {
+        scope: pixelShop.scope,
+        source: "pixel",
+        receivedAt: deps.now().toISOString(),
+        events: accepted.map((a) => a.event),
+      },
+      commit: options.queueCommit,
+      sizes: accepted.map((a) => a.storedBytes),
     });
     return c.json({ accepted: accepted.length, rejected, scope: pixelShop.scope }, 202);
   });
