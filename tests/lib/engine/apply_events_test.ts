@@ -385,3 +385,22 @@ Deno.test("engine: concurrent plain and update batches on shared profiles lose n
     assert.equal(await count(sql, "events"), 12 * 2 + 6);
   });
 });
+
+Deno.test("engine: concurrent plain batches naming one new session count it once", async () => {
+  await withEngine(async (engine, sql) => {
+    // On PostgreSQL these race: each batch may see the session as new before another stores it.
+    await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      engine.applyEvents(batch([
+        event({ profileId: "hot", sessionId: "shared" }),
+        event({ profileId: `own${i}`, sessionId: "claimed" }),
+      ]))));
+    assert.equal((await profile(sql, "hot"))!.nb_of_visits, 1);
+    // A session belongs to the profile that stored it first; the others gain no visit from it.
+    const [owners] = await sql`
+      select sum(nb_of_visits)::int as visits, count(*)::int as n from profiles
+      where scope = ${SCOPE} and item_id like 'own%'`;
+    assert.deepEqual({ ...owners }, { visits: 1, n: 8 });
+    const [claimed] = await sql`select event_count from sessions where item_id = 'claimed'`;
+    assert.equal(claimed!.event_count, 8);
+  });
+});
