@@ -320,6 +320,7 @@ async function _applyVisitsOnly(
             from fresh where master <> profile_id) as aliased,
            (select array_agg(item_id) from prof where provenance = 'pixel' and not created)
              as pixel,
+           -- Sessions counted as new that another transaction stored first (or the reverse).
            (select json_agg(json_build_object('item_id', m.profile_id, 'n', m.n))
             from (select b.profile_id, sum(s.inserted::int - b.new::int)::int as n
                   from sess s join batch_sessions b on b.item_id = s.item_id
