@@ -231,12 +231,14 @@ function _needsProfileLogic(row: _EventRow, source: string): boolean {
 }
 
 /**
- * The common batch (no updateProperties, no merge target) in two statements instead of six,
- * with the same effects and the same lock order as the general path (profiles in id order, then
- * sessions): 1) store the events, resolve aliases, and upsert the profiles' first and last visit,
- * which locks them; 2) upsert the sessions and add each profile's new sessions to its visits,
- * turning a pixel profile named by a server event into `merged`. The provenance each profile had
- * under its lock comes back from 1), so which event changed its profile is known exactly.
+ * The common batch (no updateProperties, no merge target) in one statement, with the same
+ * effects and the same lock order as the general path (profiles in id order, then sessions), and
+ * each profile and session written once: events are stored, aliases resolved, each profile is
+ * upserted with its visit bounds and the sessions the statement's snapshot does not hold (which
+ * locks it), then the sessions are upserted. The sessions' upsert says which really were new; a
+ * second statement corrects the rare difference (another transaction stored one meanwhile) and
+ * turns a pixel profile named by a server event into `merged`. The provenance each profile had
+ * under its lock comes back from the first, so which event changed its profile is known exactly.
  */
 async function _applyVisitsOnly(
   tx: _Tx,
@@ -247,86 +249,110 @@ async function _applyVisitsOnly(
   const { scope, source } = batch;
   const [result] = await tx<
     {
-      fresh: { id: string; master: string }[] | null;
-      profiles: { item_id: string; created: boolean; provenance: string }[] | null;
+      fresh: string[] | null;
+      aliased: { profile_id: string; master: string }[] | null;
+      pixel: string[] | null;
+      recount: { item_id: string; n: number }[] | null;
     }[]
   >`
-    with ins as (
+    with x as (
+      select * from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
+        id text, index integer, profile_id text, session_id text, event_type text,
+        time_stamp timestamptz, properties jsonb, flattened_properties jsonb, target jsonb)
+    ), ins as (
       insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
                           flattened_properties, target, source, received_at)
       select ${scope}, x.id, x.profile_id, x.session_id, x.event_type, x.time_stamp, x.properties,
              x.flattened_properties, x.target, ${source}, ${batch.receivedAt}::timestamptz
-      from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
-        id text, profile_id text, session_id text, event_type text, time_stamp timestamptz,
-        properties jsonb, flattened_properties jsonb, target jsonb)
+      from x
       on conflict (scope, id) do nothing
-      returning id, profile_id, time_stamp
+      returning id
     ), fresh as (
-      select ins.id, ins.time_stamp, coalesce(a.profile_id, ins.profile_id) as master
-      from ins
+      select x.id, x.index, x.profile_id, x.session_id, x.time_stamp,
+             coalesce(a.profile_id, x.profile_id) as master
+      from ins join x on x.id = ins.id
       -- The batch's own ids keep the alias lookup on the primary key: joined on the scope alone,
       -- a planner on a young table's statistics read every alias of the brand instead.
-      left join profile_aliases a on a.scope = ${scope} and a.alias_id = ins.profile_id
+      left join profile_aliases a on a.scope = ${scope} and a.alias_id = x.profile_id
         and a.alias_id = any(${[...new Set(rows.map((row) => row.profile_id))]}::text[])
+    ), batch_sessions as (
+      -- A session belongs to the profile of its earliest event, as in the general path. It is
+      -- new unless the snapshot holds it: a scalar subquery is one primary-key probe per session
+      -- whatever the plan (an \`exists\` or \`item_id = any(...)\` can be planned as a hash of
+      -- every session of the brand, as a generic plan on young statistics did).
+      select session_id as item_id, (array_agg(master order by time_stamp, index))[1] as profile_id,
+             min(time_stamp) as first, max(time_stamp) as last, count(*)::int as n,
+             (select o.item_id from sessions o
+              where o.scope = ${scope} and o.item_id = fresh.session_id) is null as new
+      from fresh group by session_id
     ), prof as (
       insert into profiles (scope, item_id, properties, provenance, first_visit, last_visit,
-                            created_at, updated_at)
-      select ${scope}, master, jsonb_build_object('shopDomain', ${scope}::text), ${source},
-             min(time_stamp), max(time_stamp), ${now}, ${now}
-      from fresh group by master order by master
+                            nb_of_visits, created_at, updated_at)
+      select ${scope}, f.master, jsonb_build_object('shopDomain', ${scope}::text), ${source},
+             f.first, f.last, coalesce(v.n, 0), ${now}, ${now}
+      from (select master, min(time_stamp) as first, max(time_stamp) as last
+            from fresh group by master) f
+      left join (select profile_id, count(*)::int as n from batch_sessions where new
+                 group by profile_id) v on v.profile_id = f.master
+      order by f.master
       on conflict (scope, item_id) do update
       set first_visit = least(profiles.first_visit, excluded.first_visit),
           last_visit = greatest(profiles.last_visit, excluded.last_visit),
+          nb_of_visits = profiles.nb_of_visits + excluded.nb_of_visits,
           updated_at = excluded.updated_at
       returning item_id, (xmax = 0) as created, provenance
-    )
-    select (select json_agg(json_build_object('id', id, 'master', master)) from fresh) as fresh,
-           (select json_agg(json_build_object('item_id', item_id, 'created', created,
-                                              'provenance', provenance)) from prof) as profiles`;
-  const masters = new Map((result?.fresh ?? []).map((f) => [f.id, f.master]));
-  const outcome = new Map<string, boolean>();
-  if (masters.size === 0) return outcome;
-  const fresh = rows.filter((row) => masters.has(row.id))
-    .sort((a, b) => a.time_stamp.localeCompare(b.time_stamp) || a.index - b.index);
-  // A server event naming a pixel profile links a server identity to it; the reverse is never
-  // trusted (pixel events come from unauthenticated browsers).
-  const flipped = new Set(
-    (result?.profiles ?? [])
-      .filter((p) => source === "server" && p.provenance === "pixel" && !p.created)
-      .map((p) => p.item_id),
-  );
-  const master = new Map(fresh.map((row) => [row.profile_id, masters.get(row.id)!]));
-  const sessions = _sessionRows(fresh, master);
-  await tx`
-    with sess as (
+    ), sess as (
       insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at,
                             event_count)
-      select ${scope}, x.item_id, x.profile_id, x.first, x.last, x.count
-      from jsonb_to_recordset(${tx.json(sessions as never)}::jsonb) as x(
-        item_id text, profile_id text, first timestamptz, last timestamptz, count integer)
-      order by x.item_id
+      select ${scope}, s.item_id, s.profile_id, s.first, s.last, s.n
+      from batch_sessions s
+      -- Every profile is locked before the first session: the general path's order.
+      where (select count(*) from prof) > 0
+      order by s.item_id
       on conflict (scope, item_id) do update
       set first_event_at = least(sessions.first_event_at, excluded.first_event_at),
           last_event_at = greatest(sessions.last_event_at, excluded.last_event_at),
           event_count = sessions.event_count + excluded.event_count
-      returning profile_id, (xmax = 0) as inserted
-    ), visits as (
-      select profile_id as item_id, count(*)::int as n from sess where inserted
-      group by profile_id
-    ), changes as (
-      select coalesce(v.item_id, f.item_id) as item_id, coalesce(v.n, 0) as n,
-             f.item_id is not null as flip
-      from visits v
-      full join unnest(${[...flipped]}::text[]) as f(item_id) on f.item_id = v.item_id
+      returning item_id, (xmax = 0) as inserted
     )
-    update profiles p
-    set nb_of_visits = p.nb_of_visits + c.n,
-        provenance = case when c.flip then 'merged' else p.provenance end
-    from changes c
-    where p.scope = ${scope} and p.item_id = c.item_id`;
+    select (select array_agg(id) from fresh) as fresh,
+           (select json_agg(distinct jsonb_build_object('profile_id', profile_id, 'master', master))
+            from fresh where master <> profile_id) as aliased,
+           (select array_agg(item_id) from prof where provenance = 'pixel' and not created)
+             as pixel,
+           -- Sessions counted as new that another transaction stored first (or the reverse).
+           (select json_agg(json_build_object('item_id', m.profile_id, 'n', m.n))
+            from (select b.profile_id, sum(s.inserted::int - b.new::int)::int as n
+                  from sess s join batch_sessions b on b.item_id = s.item_id
+                  group by b.profile_id) m
+            where m.n <> 0) as recount`;
+  const stored = new Set(result?.fresh ?? []);
+  const outcome = new Map<string, boolean>();
+  if (stored.size === 0) return outcome;
+  const master = new Map((result?.aliased ?? []).map((a) => [a.profile_id, a.master]));
+  // A server event naming a pixel profile links a server identity to it; the reverse is never
+  // trusted (pixel events come from unauthenticated browsers).
+  const flipped = new Set(source === "server" ? result?.pixel ?? [] : []);
+  const recount = result?.recount ?? [];
+  if (flipped.size > 0 || recount.length > 0) {
+    await tx`
+      with changes as (
+        select coalesce(v.item_id, f.item_id) as item_id, coalesce(v.n, 0) as n,
+               f.item_id is not null as flip
+        from jsonb_to_recordset(${tx.json(recount)}::jsonb) as v(item_id text, n integer)
+        full join unnest(${[...flipped]}::text[]) as f(item_id) on f.item_id = v.item_id
+      )
+      update profiles p
+      set nb_of_visits = p.nb_of_visits + c.n,
+          provenance = case when c.flip then 'merged' else p.provenance end
+      from changes c
+      where p.scope = ${scope} and p.item_id = c.item_id`;
+  }
+  const fresh = rows.filter((row) => stored.has(row.id))
+    .sort((a, b) => a.time_stamp.localeCompare(b.time_stamp) || a.index - b.index);
   const changedOnce = new Set<string>();
   for (const row of fresh) {
-    const profileId = master.get(row.profile_id)!;
+    const profileId = master.get(row.profile_id) ?? row.profile_id;
     // The first stored event of a flipped profile is the one that changed it.
     const changed = flipped.has(profileId) && !changedOnce.has(profileId);
     if (changed) changedOnce.add(profileId);

@@ -24,7 +24,9 @@
  * Environment (all optional): BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test;
  * an admin connection used to create and drop scratch databases), BENCH_REQUESTS (3000),
  * BENCH_WARMUP (300), BENCH_CONCURRENCY (32), BENCH_FORWARD_EVENTS (20000),
- * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600).
+ * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600), BENCH_PARTS
+ * (`edge,forwarder`: the parts to run; `edge` is 1 and 3, which share the service's processes,
+ * `forwarder` is 2, e.g. BENCH_PARTS=forwarder for A/B runs of the engine alone).
  */
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
@@ -50,6 +52,10 @@ const SAMPLE_EVERY = 20;
 /** The steady load of the visibility phase (requests/s of 50 events) and its length. */
 const VISIBILITY_RATE = intEnv("BENCH_VISIBILITY_RATE", 20);
 const VISIBILITY_REQUESTS = intEnv("BENCH_VISIBILITY_REQUESTS", 600);
+const PARTS = new Set((Deno.env.get("BENCH_PARTS") ?? "edge,forwarder").split(","));
+for (const part of PARTS) {
+  if (part !== "edge" && part !== "forwarder") throw new Error(`BENCH_PARTS: unknown ${part}`);
+}
 const POLL_MS = 10;
 const VISIBILITY_LIMIT_MS = 30_000;
 /** Bounds of each measured phase and of the whole run. */
@@ -838,7 +844,7 @@ async function main(): Promise<number> {
   const notes: string[] = [];
 
   // 1a, 1b: the floors.
-  {
+  if (PARTS.has("edge")) {
     const server = await spawnServer("floor 1: Deno.serve + JSON.parse", [
       "eval",
       FLOOR_PARSE,
@@ -849,7 +855,7 @@ async function main(): Promise<number> {
       await server.stop();
     }
   }
-  {
+  if (PARTS.has("edge")) {
     const dir = await tempDir("bench_ingest_floor_");
     const server = await spawnServer(
       "floor 2: + one kv.enqueue",
@@ -864,22 +870,22 @@ async function main(): Promise<number> {
   }
 
   // 1c + 3: the service on embedded PGlite, then on PostgreSQL.
-  {
+  if (PARTS.has("edge")) {
     const { edge, visibility } = await benchService("PGlite", "");
     edges.push(edge);
     visibilities.push(visibility);
   }
   const admin = await postgresAdmin();
-  if (admin) {
+  if (admin && PARTS.has("edge")) {
     const { edge, visibility } = await benchService("PostgreSQL", await scratchDatabase(admin));
     edges.push(edge);
     visibilities.push(visibility);
-  } else {
+  } else if (!admin) {
     notes.push(`PostgreSQL at ${PG_URL} did not answer: its service and forwarder rows skipped.`);
   }
 
   // 2: the forwarder, PostgreSQL then PGlite.
-  if (admin) {
+  if (admin && PARTS.has("forwarder")) {
     const database = await openDatabase({
       databaseUrl: await scratchDatabase(admin),
       dataDir: "",
@@ -889,7 +895,7 @@ async function main(): Promise<number> {
     forwards.push(...await benchForwarder("PostgreSQL", database.sql));
     await close();
   }
-  {
+  if (PARTS.has("forwarder")) {
     const dir = await tempDir("bench_ingest_pglite_");
     progress("PGlite: opening a fresh data directory (initdb)");
     const database = await openDatabase({ dataDir: dir, serve: true });

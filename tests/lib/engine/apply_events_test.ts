@@ -385,3 +385,55 @@ Deno.test("engine: concurrent plain and update batches on shared profiles lose n
     assert.equal(await count(sql, "events"), 12 * 2 + 6);
   });
 });
+
+Deno.test("engine: concurrent plain batches naming one new session count it once", async () => {
+  await withEngine(async (engine, sql) => {
+    // On PostgreSQL these race: each batch may see the session as new before another stores it.
+    await Promise.all(Array.from({ length: 8 }, (_, i) =>
+      engine.applyEvents(batch([
+        event({ profileId: "hot", sessionId: "shared" }),
+        event({ profileId: `own${i}`, sessionId: "claimed" }),
+      ]))));
+    assert.equal((await profile(sql, "hot"))!.nb_of_visits, 1);
+    // A session belongs to the profile that stored it first; the others gain no visit from it.
+    const [owners] = await sql`
+      select sum(nb_of_visits)::int as visits, count(*)::int as n from profiles
+      where scope = ${SCOPE} and item_id like 'own%'`;
+    assert.deepEqual({ ...owners }, { visits: 1, n: 8 });
+    const [claimed] = await sql`select event_count from sessions where item_id = 'claimed'`;
+    assert.equal(claimed!.event_count, 8);
+  });
+});
+
+Deno.test("engine: plain and update batches agree on a session shared by several profiles", async () => {
+  await withEngine(async (engine, sql) => {
+    const events = () => [
+      event({ profileId: "b", sessionId: "shared", timeStamp: "2026-11-21T10:00:02Z" }),
+      event({ profileId: "a", sessionId: "shared", timeStamp: "2026-11-21T10:00:01Z" }),
+      event({ profileId: "c", sessionId: "shared", timeStamp: "2026-11-21T10:00:01Z" }),
+    ];
+    // The first scope takes the visits-only statement, the second the general path.
+    await engine.applyEvents(batch(events(), "server", "one.myshopify.com"));
+    await engine.applyEvents(
+      batch(
+        [...events(), update("z", { update: { "properties.k": 1 } })],
+        "server",
+        "two.myshopify.com",
+      ),
+    );
+    for (const scope of ["one.myshopify.com", "two.myshopify.com"]) {
+      // The session belongs to the profile of its earliest event (batch order breaks the tie).
+      const [session] = await sql`
+        select profile_id, event_count from sessions where scope = ${scope} and item_id = 'shared'`;
+      assert.deepEqual({ ...session }, { profile_id: "a", event_count: 3 }, scope);
+      const visits = await sql`
+        select item_id, nb_of_visits from profiles where scope = ${scope} and item_id <> 'z'
+        order by item_id`;
+      assert.deepEqual(
+        visits.map((r) => `${r.item_id}:${r.nb_of_visits}`),
+        ["a:1", "b:0", "c:0"],
+        scope,
+      );
+    }
+  });
+});
