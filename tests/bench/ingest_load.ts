@@ -619,16 +619,26 @@ async function benchService(
     );
     progress(`${label}: waiting for the sampled batches to become readable (<= 30 s each)`);
     const seen = await visibilityProbe.finish();
-    const [row] = await database.sql<{ n: number }[]>`
-      select count(*)::int as n from events where scope = ${SCOPE}`;
-    const n = (row?.n ?? 0) - (before?.n ?? 0);
+    const stored = async () => {
+      const [row] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from events where scope = ${SCOPE}`;
+      return (row?.n ?? 0) - (before?.n ?? 0);
+    };
+    const accepted = (Math.min(WARMUP, 2 * VISIBILITY_RATE) + paced.requests - paced.errors) *
+      BATCH;
+    let n = await stored();
+    const rate = n / ((performance.now() - loadStarted) / 1000);
+    // The last batches may still be in the forwarder: every accepted event must land.
+    for (const deadline = Date.now() + 30_000; n < accepted && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      n = await stored();
+    }
     const visibility: VisibilityRow = {
       service: label,
       ...seen,
       storedEvents: n,
-      acceptedEvents: (Math.min(WARMUP, 2 * VISIBILITY_RATE) + paced.requests - paced.errors) *
-        BATCH,
-      forwarderEventsPerSecond: n / ((performance.now() - loadStarted) / 1000),
+      acceptedEvents: accepted,
+      forwarderEventsPerSecond: rate,
       rate: paced.rps,
       errors: paced.errors,
     };
@@ -945,6 +955,9 @@ async function main(): Promise<number> {
   for (const v of visibilities) {
     if (v.pollErrors > 0) invalid.push(`${v.service}: ${v.pollErrors} failed visibility polls`);
     if (v.errors > 0) invalid.push(`${v.service}: ${v.errors} non-202 answers`);
+    if (v.storedEvents !== v.acceptedEvents) {
+      invalid.push(`${v.service}: ${v.storedEvents} of ${v.acceptedEvents} accepted events stored`);
+    }
   }
 
   const out: string[] = [];

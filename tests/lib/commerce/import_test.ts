@@ -217,6 +217,10 @@ Deno.test("import: across several batches, rejections are listed in line order a
     assert.deepEqual(result.rejected.map((r) => r.line), [10, 3000, 4500]);
     const [row] = await sql`select count(*)::int as n from orders where brand_id = ${brandId}`;
     assert.equal(row!.n, 4497);
+    // A first full batch refreshed the statistics of orders for the batches after it.
+    const [stats] = await sql`
+      select last_analyze is not null as analyzed from pg_stat_user_tables where relname = 'orders'`;
+    assert.equal(stats!.analyzed, true);
   });
 });
 
