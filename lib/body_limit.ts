@@ -7,38 +7,53 @@ import { HttpError } from "./errors.ts";
  * it arrives (chunked bodies, or a Content-Length that lies) and cut off at the limit.
  */
 export function bodyLimit(options: { maxBytes: number }): MiddlewareHandler {
-  const tooLarge = () =>
-    new HttpError(413, "payload_too_large", `Request body exceeds ${options.maxBytes} bytes`);
   return async function bodyLimitMiddleware(c, next) {
-    const body = c.req.raw.body;
-    if (!body) return await next();
-    const declared = Number(c.req.header("content-length"));
-    if (Number.isFinite(declared) && declared > options.maxBytes) {
-      await body.cancel().catch(() => {});
-      throw tooLarge();
+    const bytes = await readBodyWithin(c.req.raw, options.maxBytes);
+    if (bytes) {
+      // Rebuilt from its parts: cloning the request would also copy (and so read) its signal.
+      const { method, headers, url } = c.req.raw;
+      c.req.raw = new Request(url, { method, headers, body: bytes });
     }
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    const reader = body.getReader();
-    while (true) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
-      if (size > options.maxBytes) {
-        await reader.cancel().catch(() => {});
-        throw tooLarge();
-      }
-      chunks.push(value);
-    }
-    const bytes = new Uint8Array(size);
-    let offset = 0;
-    for (const chunk of chunks) {
-      bytes.set(chunk, offset);
-      offset += chunk.byteLength;
-    }
-    // Rebuilt from its parts: cloning the request would also copy (and so read) its signal.
-    const { method, headers, url } = c.req.raw;
-    c.req.raw = new Request(url, { method, headers, body: bytes });
     await next();
   };
+}
+
+/**
+ * A request's body read whole, or 413 `payload_too_large` past `maxBytes` (as
+ * {@linkcode bodyLimit} decides it); null when the request has none.
+ */
+export async function readBodyWithin(
+  request: Request,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  const tooLarge = () =>
+    new HttpError(413, "payload_too_large", `Request body exceeds ${maxBytes} bytes`);
+  const body = request.body;
+  if (!body) return null;
+  const declared = Number(request.headers.get("content-length"));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await body.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  const chunks: Uint8Array<ArrayBuffer>[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value as Uint8Array<ArrayBuffer>);
+  }
+  if (chunks.length === 1) return chunks[0]!;
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
 }

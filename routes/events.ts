@@ -2,8 +2,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { z as zod } from "zod";
 import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
-import { bodyLimit } from "../lib/body_limit.ts";
 import type { ApplyResult, EventBatch } from "../lib/engine/engine.ts";
+import { readBodyWithin } from "../lib/body_limit.ts";
 import { HttpError } from "../lib/errors.ts";
 import { EVENT_TYPES, eventTypeSummary } from "../lib/event_types.ts";
 import {
@@ -11,8 +11,8 @@ import {
   MAX_ASYNC_BATCH,
   MAX_INGEST_BODY_BYTES,
   MAX_SYNC_BATCH,
+  parseJsonBody,
   queueBatch,
-  readJsonBody,
   validateBatch,
 } from "../lib/ingest.ts";
 import type { GroupCommit } from "../lib/kv_group_commit.ts";
@@ -127,7 +127,6 @@ const _catalog = EVENT_TYPES.map(eventTypeSummary)
 /** Event routes: the catalog and server-side ingestion. */
 export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
-  router.use("/cdp/events", bodyLimit({ maxBytes: MAX_INGEST_BODY_BYTES }));
   router.openapi(listTypes, (c) => {
     const scope = requireScope(c);
     return c.json({ eventTypes: _catalog, scope }, 200);
@@ -136,9 +135,10 @@ export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }
     const scope = requireScope(c);
     const auth = c.get("auth");
     const sync = c.req.valid("query").sync === "true";
+    // 413 before anything else looks at the body; the throttle before it is parsed.
+    const bytes = await readBodyWithin(c.req.raw, MAX_INGEST_BODY_BYTES);
     if (sync) await _syncThrottle(deps, auth.keyId);
-    const body = await readJsonBody(c.req.raw);
-    const { accepted, rejected } = validateBatch(body, {
+    const { accepted, rejected } = validateBatch(parseJsonBody(bytes), {
       maxEvents: sync ? MAX_SYNC_BATCH : MAX_ASYNC_BATCH,
       tooLargeCode: sync ? "sync_batch_too_large" : "batch_too_large",
       newId: deps.newId,

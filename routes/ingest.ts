@@ -3,13 +3,13 @@ import type { Context } from "hono";
 import { getConnInfo } from "hono/deno";
 import { z as zod } from "zod";
 import type { AppDeps, AppEnv } from "../lib/app_env.ts";
-import { bodyLimit } from "../lib/body_limit.ts";
 import { findPixelShop, parseShopDomain } from "../lib/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
+import { readBodyWithin } from "../lib/body_limit.ts";
 import { HttpError } from "../lib/errors.ts";
 import type { GroupCommit } from "../lib/kv_group_commit.ts";
 import { findEventType } from "../lib/event_types.ts";
-import { IngestEventSchema, queueBatch, readJsonBody, validateBatch } from "../lib/ingest.ts";
+import { IngestEventSchema, parseJsonBody, queueBatch, validateBatch } from "../lib/ingest.ts";
 import { errorResponses, newRouter } from "../lib/openapi.ts";
 import { hitRateLimit } from "../lib/rate_limit.ts";
 
@@ -66,8 +66,9 @@ const pixelIngest = createRoute({
 /** The credential-free storefront pixel proxy. */
 export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
-  router.use("/cdp/ingest", bodyLimit({ maxBytes: MAX_PIXEL_BODY_BYTES }));
   router.openapi(pixelIngest, async (c) => {
+    // 413 before anything else looks at the body; the origin and throttle before it is parsed.
+    const bytes = await readBodyWithin(c.req.raw, MAX_PIXEL_BODY_BYTES);
     const shop = parseShopDomain(c.req.valid("query").shop);
     const origin = c.req.header("origin");
     const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
@@ -88,7 +89,7 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
       });
     }
 
-    const { accepted, rejected } = validateBatch(await readJsonBody(c.req.raw), {
+    const { accepted, rejected } = validateBatch(parseJsonBody(bytes), {
       maxEvents: MAX_PIXEL_BATCH,
       tooLargeCode: "batch_too_large",
       newId: deps.newId,

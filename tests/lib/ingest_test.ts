@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
+import { serialize } from "node:v8";
 import type { IngestEvent } from "../../lib/engine/engine.ts";
 import { type ErrorCode, HttpError } from "../../lib/errors.ts";
 import {
   IngestEventSchema,
+  type JsonBody,
   MAX_ASYNC_BATCH,
   MAX_EVENT_BYTES,
   MAX_SYNC_BATCH,
@@ -10,7 +12,7 @@ import {
   scopeBindingPaths,
   validateBatch,
 } from "../../lib/ingest.ts";
-import { storedSizeBound } from "../../lib/ingest_queue.ts";
+import { MAX_STORED_EVENT_BYTES, storedSizeBound } from "../../lib/ingest_queue.ts";
 
 type Options = Parameters<typeof validateBatch>[1];
 
@@ -25,8 +27,13 @@ function counter() {
   };
 }
 
-function validate(body: unknown, options: Partial<Options> = {}) {
-  return validateBatch(body, {
+/** A body as `parseJsonBody` reads it; `text` defaults to the value's JSON. */
+function body(value: unknown, text = JSON.stringify(value) ?? ""): JsonBody {
+  return { value, text, bytes: new TextEncoder().encode(text).byteLength };
+}
+
+function validate(value: unknown, options: Partial<Options> = {}) {
+  return validateBatch(body(value), {
     maxEvents: MAX_ASYNC_BATCH,
     tooLargeCode: "batch_too_large",
     newId: counter().newId,
@@ -484,14 +491,26 @@ Deno.test("validateBatch: the check sees the parsed event with its new id; null 
   assert.deepEqual(rejected, []);
   assert.deepEqual(seen, [{ id: "the-id", ...raw }]);
   // The size the queue chunks by bounds the stored event's, id included (derived from the size
-  // without it, so never below the bound measured on the whole event, and close to it).
+  // without it, so never below the bound measured on the whole event, and close to it). A body
+  // this small is sized in one scan, an id allowance (~250) and the wrapper included.
   assert.equal(accepted.length, 1);
   const [{ index, event, storedBytes }] = accepted as [typeof accepted[0]];
   assert.deepEqual({ index, event }, { index: 0, event: { id: "the-id", ...raw } });
   const measured = storedSizeBound({ id: "the-id", ...raw });
   assert.ok(
-    storedBytes >= measured && storedBytes <= measured + 64,
+    storedBytes >= measured && storedBytes <= measured + 300,
     `${storedBytes} vs ${measured}`,
+  );
+  // Event by event (a body over the per-event limit), the bound is the event's own.
+  const padded = JSON.stringify({ events: [raw] }) + " ".repeat(MAX_EVENT_BYTES);
+  const [one] = validateBatch(body({ events: [raw] }, padded), {
+    maxEvents: 50,
+    tooLargeCode: "batch_too_large",
+    newId: () => "the-id",
+  }).accepted;
+  assert.ok(
+    one!.storedBytes >= measured && one!.storedBytes <= measured + 64,
+    `${one!.storedBytes} vs ${measured}`,
   );
 });
 
@@ -550,7 +569,7 @@ Deno.test("validateBatch: an event too big to store (numbers take 9 bytes) is re
     properties: { v: Array(8000).fill(0.5) },
   };
   assert.ok(JSON.stringify(raw).length <= MAX_EVENT_BYTES);
-  const { accepted, rejected } = validateBatch({ events: [raw] }, {
+  const { accepted, rejected } = validateBatch(body({ events: [raw] }), {
     maxEvents: 50,
     tooLargeCode: "batch_too_large",
     newId: () => "id",
@@ -903,4 +922,37 @@ Deno.test("validateBatch: objects JSON.parse never makes are walked in full", ()
   // A key inherited from a prototype is not the object's own: neither walk reports it.
   const inherited = Object.create({ scope: "x" });
   assert.equal(outcome({ events: [ev({ properties: { a: inherited } })] }), "ok");
+});
+
+Deno.test("validateBatch: one scan of a small body sizes its events; they fit one queue message", () => {
+  const events = Array.from(
+    { length: 50 },
+    (_, i) =>
+      ev({ properties: { url: `https://x.example/p/${i}`, price: 12.5, tags: ["a", "ü"] } }),
+  );
+  const { accepted } = validate({ events });
+  assert.equal(accepted.length, 50);
+  const shares = new Set(accepted.map((a) => a.storedBytes));
+  assert.equal(shares.size, 1, "each event carries the same share of the body's bound");
+  // The shares bound what KV stores: one message holds them all, ids and envelope included.
+  const total = accepted.reduce((sum, a) => sum + a.storedBytes, 0);
+  assert.ok(total <= MAX_STORED_EVENT_BYTES + accepted.length);
+  const stored = serialize({ events: accepted.map((a) => a.event) }).byteLength;
+  assert.ok(stored <= total, `${stored} stored > ${total} bound`);
+});
+
+Deno.test("validateBatch: numbers with exponents are sized event by event (their JSON may grow)", () => {
+  // 1,600 numbers written `1e20` take 5 characters each in the body and 22 in the event's JSON:
+  // a body of ~8 KB whose event is over the 32 KB limit.
+  const text = `{"events":[{"eventType":"page_viewed","profileId":"p1","properties":{"v":[${
+    Array(1600).fill("1e20").join(",")
+  }]}}]}`;
+  assert.ok(text.length < MAX_EVENT_BYTES / 3);
+  const { accepted, rejected } = validateBatch(body(JSON.parse(text), text), {
+    maxEvents: 50,
+    tooLargeCode: "batch_too_large",
+    newId: () => "id",
+  });
+  assert.equal(accepted.length, 0);
+  assert.deepEqual(rejected[0]!.errors.map((e) => e.path), ["$.events[0]"]);
 });
