@@ -45,5 +45,7 @@ export interface AppEnv {
     kvPrefetch: Map<string, Deno.KvEntryMaybe<unknown>>;
     /** The request's usage meter: writes to fold into its one KV commit (lib/usage.ts). */
     meter: RequestMeter;
+    /** The body `bufferBody` read within its limit (null: none), for a handler to parse. */
+    body: Uint8Array | null;
   };
 }

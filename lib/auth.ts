@@ -44,7 +44,8 @@ export function apiKeyAuth(
         const [entry, ...rest] = await deps.kv.getMany([recordKey, ...alsoRead(hint)]);
         record = await liveApiKey(deps, entry as Deno.KvEntryMaybe<ApiKeyRecord>);
         more = rest;
-        if (record && (record.id !== hint.id || record.brand !== hint.brand)) {
+        if (!record) known.delete(hash);
+        else if (record.id !== hint.id || record.brand !== hint.brand) {
           known.delete(hash);
           more = await deps.kv.getMany(alsoRead(record));
         }

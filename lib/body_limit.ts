@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from "hono";
+import type { AppEnv } from "./app_env.ts";
 import { HttpError } from "./errors.ts";
 
 /**
@@ -14,6 +15,17 @@ export function bodyLimit(options: { maxBytes: number }): MiddlewareHandler {
       const { method, headers, url } = c.req.raw;
       c.req.raw = new Request(url, { method, headers, body: bytes });
     }
+    await next();
+  };
+}
+
+/**
+ * {@linkcode bodyLimit} for a handler that parses the bytes itself: they are left in
+ * `c.var.body` instead of in a rebuilt request (rebuilding it cost ~4% of an ingest request).
+ */
+export function bufferBody(options: { maxBytes: number }): MiddlewareHandler<AppEnv> {
+  return async function bufferBodyMiddleware(c, next) {
+    c.set("body", await readBodyWithin(c.req.raw, options.maxBytes));
     await next();
   };
 }

@@ -53,6 +53,8 @@ export function createGroupCommit(
           group[0]!.reject(err);
           continue;
         }
+        // Safe on the local SQLite KV, where a failed commit wrote nothing; a remote KV whose
+        // commit timed out after landing would count its sums twice.
         for (const one of group) {
           await _commit(kv, [one]).then(one.resolve, one.reject);
         }
@@ -65,7 +67,7 @@ export function createGroupCommit(
     commit(write, bytes = 0) {
       return new Promise<void>((resolve, reject) => {
         waiting.push({ write, bytes, resolve, reject });
-        if (!committing) drain();
+        if (!committing) void drain(); // it settles every waiting promise and never rejects
       });
     },
   };

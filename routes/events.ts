@@ -3,7 +3,7 @@ import { z as zod } from "zod";
 import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
 import type { ApplyResult, EventBatch } from "../lib/engine/engine.ts";
-import { readBodyWithin } from "../lib/body_limit.ts";
+import { bufferBody } from "../lib/body_limit.ts";
 import { HttpError } from "../lib/errors.ts";
 import { EVENT_TYPES, eventTypeSummary } from "../lib/event_types.ts";
 import {
@@ -127,6 +127,7 @@ const _catalog = EVENT_TYPES.map(eventTypeSummary)
 /** Event routes: the catalog and server-side ingestion. */
 export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
+  router.use("/cdp/events", bufferBody({ maxBytes: MAX_INGEST_BODY_BYTES }));
   router.openapi(listTypes, (c) => {
     const scope = requireScope(c);
     return c.json({ eventTypes: _catalog, scope }, 200);
@@ -135,10 +136,8 @@ export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }
     const scope = requireScope(c);
     const auth = c.get("auth");
     const sync = c.req.valid("query").sync === "true";
-    // 413 before anything else looks at the body; the throttle before it is parsed.
-    const bytes = await readBodyWithin(c.req.raw, MAX_INGEST_BODY_BYTES);
     if (sync) await _syncThrottle(deps, auth.keyId);
-    const { accepted, rejected } = validateBatch(parseJsonBody(bytes), {
+    const { accepted, rejected } = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: sync ? MAX_SYNC_BATCH : MAX_ASYNC_BATCH,
       tooLargeCode: sync ? "sync_batch_too_large" : "batch_too_large",
       newId: deps.newId,

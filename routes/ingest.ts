@@ -5,7 +5,7 @@ import { z as zod } from "zod";
 import type { AppDeps, AppEnv } from "../lib/app_env.ts";
 import { findPixelShop, parseShopDomain } from "../lib/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
-import { readBodyWithin } from "../lib/body_limit.ts";
+import { bufferBody } from "../lib/body_limit.ts";
 import { HttpError } from "../lib/errors.ts";
 import type { GroupCommit } from "../lib/kv_group_commit.ts";
 import { findEventType } from "../lib/event_types.ts";
@@ -66,9 +66,8 @@ const pixelIngest = createRoute({
 /** The credential-free storefront pixel proxy. */
 export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
+  router.use("/cdp/ingest", bufferBody({ maxBytes: MAX_PIXEL_BODY_BYTES }));
   router.openapi(pixelIngest, async (c) => {
-    // 413 before anything else looks at the body; the origin and throttle before it is parsed.
-    const bytes = await readBodyWithin(c.req.raw, MAX_PIXEL_BODY_BYTES);
     const shop = parseShopDomain(c.req.valid("query").shop);
     const origin = c.req.header("origin");
     const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
@@ -89,7 +88,7 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
       });
     }
 
-    const { accepted, rejected } = validateBatch(parseJsonBody(bytes), {
+    const { accepted, rejected } = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: MAX_PIXEL_BATCH,
       tooLargeCode: "batch_too_large",
       newId: deps.newId,

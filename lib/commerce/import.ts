@@ -47,9 +47,11 @@ interface _Line<T> {
  * transactions of up to `batchLines` (default 2,000) lines. Reads line by line, so a file of any
  * size never sits in memory (at most `writers` + 2 batches). Batches are prepared one at a time in
  * file order, and written up to `writers` (default 2) at once, so that the database may use more
- * than one core; a batch sharing a key with an earlier one is written after it. A line that fails validation,
- * its preparation or its write is reported with its line number and errors; the other lines of
- * its batch still land (a failed batch is retried line by line). Blank lines are skipped.
+ * than one core; a batch sharing a key with an earlier one is written after it. A line that fails
+ * validation, its preparation or its write is reported with its line number and errors; the other
+ * lines of its batch still land (a failed batch is retried line by line). Blank lines are skipped.
+ * Contacts a line prepared stay when its write fails. A stream that fails rejects, once every
+ * batch already read has been written.
  */
 export async function importNdjson<L, P>(
   sql: Sql,
@@ -151,37 +153,41 @@ export async function importNdjson<L, P>(
   };
   let batch: _Line<L>[] = [];
   let lineNumber = 0;
-  for await (const text of _lines(stream)) {
-    lineNumber++;
-    if (text.trim() === "") continue;
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch {
-      reject(lineNumber, ["not valid JSON"]);
-      continue;
+  try {
+    for await (const text of _lines(stream)) {
+      lineNumber++;
+      if (text.trim() === "") continue;
+      let raw: unknown;
+      try {
+        raw = JSON.parse(text);
+      } catch {
+        reject(lineNumber, ["not valid JSON"]);
+        continue;
+      }
+      const fast = steps.fastParse?.(raw);
+      const parsed = fast !== undefined
+        ? { success: true as const, data: fast }
+        : steps.schema.safeParse(raw);
+      if (!parsed.success) {
+        reject(
+          lineNumber,
+          parsed.error.issues.map((i) =>
+            `${i.path.length ? i.path.join(".") : "line"}: ${i.message}`
+          ),
+        );
+        continue;
+      }
+      batch.push({ line: lineNumber, value: parsed.data });
+      if (batch.length >= batchLines) {
+        await submit(batch);
+        batch = [];
+      }
     }
-    const fast = steps.fastParse?.(raw);
-    const parsed = fast !== undefined
-      ? { success: true as const, data: fast }
-      : steps.schema.safeParse(raw);
-    if (!parsed.success) {
-      reject(
-        lineNumber,
-        parsed.error.issues.map((i) =>
-          `${i.path.length ? i.path.join(".") : "line"}: ${i.message}`
-        ),
-      );
-      continue;
-    }
-    batch.push({ line: lineNumber, value: parsed.data });
-    if (batch.length >= batchLines) {
-      await submit(batch);
-      batch = [];
-    }
+    if (batch.length > 0) await submit(batch);
+  } finally {
+    // A stream that fails mid-file leaves no write running behind the caller's back.
+    await Promise.all(pending.map((entry) => entry.done));
   }
-  if (batch.length > 0) await submit(batch);
-  await Promise.all(pending.map((entry) => entry.done));
   trim();
   result.rejected = listed;
   return result;

@@ -9,6 +9,7 @@ import {
   MAX_EVENT_BYTES,
   MAX_SYNC_BATCH,
   parseIngestEvent,
+  parseJsonBody,
   scopeBindingPaths,
   validateBatch,
 } from "../../lib/ingest.ts";
@@ -955,4 +956,26 @@ Deno.test("validateBatch: numbers with exponents are sized event by event (their
   });
   assert.equal(accepted.length, 0);
   assert.deepEqual(rejected[0]!.errors.map((e) => e.path), ["$.events[0]"]);
+});
+
+Deno.test("validateBatch: escapes and bytes that are not UTF-8 are sized event by event", () => {
+  const options = { maxEvents: 50, tooLargeCode: "batch_too_large" as const, newId: () => "id" };
+  // An ASCII body whose one `\u0100` makes KV store the whole string at two bytes a unit: its
+  // event is past the queue's per-event bound although the body looks narrow.
+  const wide = `{"events":[{"eventType":"page_viewed","profileId":"p1","properties":{"s":"${
+    "a".repeat(32_600)
+  }\\u0100"}}]}`;
+  assert.ok(new TextEncoder().encode(wide).byteLength <= MAX_EVENT_BYTES);
+  const escaped = validateBatch(parseJsonBody(new TextEncoder().encode(wide)), options);
+  assert.equal(escaped.accepted.length, 0);
+  assert.deepEqual(escaped.rejected[0]!.errors.map((e) => e.path), ["$.events[0]"]);
+  // 11,000 bytes that are not UTF-8 decode to U+FFFD, three bytes each in the event's JSON.
+  const head = new TextEncoder().encode(
+    `{"events":[{"eventType":"page_viewed","profileId":"p1","properties":{"s":"`,
+  );
+  const tail = new TextEncoder().encode(`"}}]}`);
+  const bytes = new Uint8Array([...head, ...new Uint8Array(11_000).fill(0xff), ...tail]);
+  const invalid = validateBatch(parseJsonBody(bytes), options);
+  assert.equal(invalid.accepted.length, 0);
+  assert.match(invalid.rejected[0]!.errors[0]!.message, /exceeds 32768 bytes/);
 });

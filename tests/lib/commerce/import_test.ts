@@ -381,3 +381,32 @@ Deno.test("import: a known Shopify id wins over another contact's email; an unkn
     ]);
   });
 });
+
+Deno.test("import: a stream that fails mid-file rejects once what it had read is written", async () => {
+  await withBrand(async (sql, brandId) => {
+    const lines = Array.from({ length: 9 }, (_, i) => JSON.stringify(order(String(i + 1))));
+    let sent = false;
+    const failing = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent) return controller.error(new Error("the client went away"));
+        controller.enqueue(new TextEncoder().encode(lines.join("\n") + "\n"));
+        sent = true;
+      },
+    });
+    await assert.rejects(
+      importNdjson(
+        sql,
+        failing,
+        orderImport({ brandId, newId, now: new Date("2026-11-21T00:00:00Z") }),
+        { writers: 2, batchLines: 2 },
+      ),
+      /the client went away/,
+    );
+    // Every full batch read before the failure is written by then, and nothing after.
+    const count = async () =>
+      (await sql`select count(*)::int as n from orders where brand_id = ${brandId}`)[0]!.n;
+    assert.equal(await count(), 8);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(await count(), 8);
+  });
+});
