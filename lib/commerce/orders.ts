@@ -399,9 +399,23 @@ export async function upsertContact(
   return (await upsertContacts(tx, { ...input, customers: [input.customer] }))[0]!;
 }
 
-/** The last line of each external id: a batch may name one order twice. */
-function _lastPerExternalId<T extends { external_id: string }>(lines: T[]): T[] {
-  return [...new Map(lines.map((line) => [line.external_id, line])).values()];
+/** Where a batch of lines is written: the brand, the id source and the clock. */
+interface _Writing {
+  brandId: string;
+  newId: () => string;
+  now: Date;
+}
+
+/** The last line of each external id with its contact: a batch may name one order twice. */
+function _lastPerExternalId<T extends { external_id: string }>(
+  lines: T[],
+  contactIds: (string | null)[],
+): (T & { contactId: string | null })[] {
+  return [
+    ...new Map(
+      lines.map((line, i) => [line.external_id, { ...line, contactId: contactIds[i] ?? null }]),
+    ).values(),
+  ];
 }
 
 /** A stored line item as read back (price as exact text), in the order of its position. */
@@ -487,7 +501,7 @@ function _itemKey(item: {
  */
 export async function upsertOrders(
   tx: Tx,
-  input: { brandId: string; lines: OrderLine[]; newId: () => string; now: Date },
+  input: _Writing & { lines: OrderLine[] },
 ): Promise<string[]> {
   const contactIds = await upsertContacts(tx, {
     brandId: input.brandId,
@@ -507,17 +521,9 @@ export async function upsertOrders(
  */
 export async function writeOrders(
   tx: Tx,
-  input: {
-    brandId: string;
-    lines: OrderLine[];
-    contactIds: (string | null)[];
-    newId: () => string;
-    now: Date;
-  },
+  input: _Writing & { lines: OrderLine[]; contactIds: (string | null)[] },
 ): Promise<string[]> {
-  const lines = _lastPerExternalId(
-    input.lines.map((line, i) => ({ ...line, contactId: input.contactIds[i] ?? null })),
-  );
+  const lines = _lastPerExternalId(input.lines, input.contactIds);
   // Index probes per external id and per order, as for contacts (see `_probeContacts`).
   const stored = await tx<_StoredOrder[]>`
     select o.* from unnest(${lines.map((line) => line.external_id)}::text[]) v(x)
@@ -639,7 +645,7 @@ export async function writeOrders(
 /** Stores one order line; see {@linkcode upsertOrders}. */
 export async function upsertOrder(
   tx: Tx,
-  input: { brandId: string; line: OrderLine; newId: () => string; now: Date },
+  input: _Writing & { line: OrderLine },
 ): Promise<string> {
   return (await upsertOrders(tx, { ...input, lines: [input.line] }))[0]!;
 }
@@ -647,7 +653,7 @@ export async function upsertOrder(
 /** Stores subscription lines set-based, each replacing the contract with the same external id. */
 export async function upsertSubscriptions(
   tx: Tx,
-  input: { brandId: string; lines: SubscriptionLine[]; newId: () => string; now: Date },
+  input: _Writing & { lines: SubscriptionLine[] },
 ): Promise<string[]> {
   const contactIds = await upsertContacts(tx, {
     brandId: input.brandId,
@@ -660,17 +666,9 @@ export async function upsertSubscriptions(
 /** Stores subscription lines whose contacts are already resolved (`contactIds`, one per line). */
 export async function writeSubscriptions(
   tx: Tx,
-  input: {
-    brandId: string;
-    lines: SubscriptionLine[];
-    contactIds: (string | null)[];
-    newId: () => string;
-    now: Date;
-  },
+  input: _Writing & { lines: SubscriptionLine[]; contactIds: (string | null)[] },
 ): Promise<string[]> {
-  const lines = _lastPerExternalId(
-    input.lines.map((line, i) => ({ ...line, contactId: input.contactIds[i] ?? null })),
-  );
+  const lines = _lastPerExternalId(input.lines, input.contactIds);
   const rows = lines.map((line) => ({
     id: `sub_${input.newId()}`,
     external_id: line.external_id,
@@ -696,7 +694,7 @@ export async function writeSubscriptions(
 /** Stores one subscription line; see {@linkcode upsertSubscriptions}. */
 export async function upsertSubscription(
   tx: Tx,
-  input: { brandId: string; line: SubscriptionLine; newId: () => string; now: Date },
+  input: _Writing & { line: SubscriptionLine },
 ): Promise<string> {
   return (await upsertSubscriptions(tx, { ...input, lines: [input.line] }))[0]!;
 }
@@ -706,7 +704,7 @@ export async function upsertSubscription(
  * orders, keyed by external id.
  */
 export function orderImport(
-  input: { brandId: string; newId: () => string; now: Date },
+  input: _Writing,
 ): ImportSteps<OrderLine, string | null> {
   return {
     schema: OrderLineSchema,
@@ -722,7 +720,7 @@ export function orderImport(
 
 /** The steps of `subscriptions import`, as {@linkcode orderImport}'s. */
 export function subscriptionImport(
-  input: { brandId: string; newId: () => string; now: Date },
+  input: _Writing,
 ): ImportSteps<SubscriptionLine, string | null> {
   return {
     schema: SubscriptionLineSchema,
