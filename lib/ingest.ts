@@ -153,18 +153,10 @@ export function validateBatch(
       }
       data = parsed.data;
     }
-    if (share !== null) {
-      const event: IngestEvent = { id: options.newId(), ...data };
-      const problem = options.check?.(event);
-      if (problem) rejected.push(_problem(index, problem));
-      else accepted.push({ index, event, storedBytes: share });
-      return;
-    }
     // JSON bytes are the documented limit; the stored size (numbers take 9 bytes) must also fit
     // one queue message, or a valid event could never be queued.
-    const json = JSON.stringify(data);
-    const stored = storedSizeBound(data, json);
-    if (_utf8Length(json) > MAX_EVENT_BYTES || stored > MAX_STORED_EVENT_BYTES) {
+    const sized = share === null ? _sized(data) : null;
+    if (sized === undefined) {
       rejected.push({
         index,
         errors: [{
@@ -176,16 +168,23 @@ export function validateBatch(
     }
     const event: IngestEvent = { id: options.newId(), ...data };
     // Sizing the whole event again with its id cost ~4% of the edge's CPU.
-    const storedBytes = storedSizeBoundWith(
-      stored,
-      json.length,
-      `"id":${JSON.stringify(event.id)},`,
-    );
+    const storedBytes = sized === null
+      ? share!
+      : storedSizeBoundWith(sized.stored, sized.length, `"id":${JSON.stringify(event.id)},`);
     const problem = options.check?.(event);
     if (problem) rejected.push(_problem(index, problem));
     else accepted.push({ index, event, storedBytes });
   });
   return { accepted, rejected };
+}
+
+/** An event's stored-size bound and JSON length; undefined when it is over a limit. */
+function _sized(data: unknown): { stored: number; length: number } | undefined {
+  const json = JSON.stringify(data);
+  const stored = storedSizeBound(data, json);
+  return _utf8Length(json) > MAX_EVENT_BYTES || stored > MAX_STORED_EVENT_BYTES
+    ? undefined
+    : { stored, length: json.length };
 }
 
 function _problem(index: number, problem: { error: string; field?: string }): Rejection {
