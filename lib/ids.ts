@@ -54,3 +54,23 @@ function _increment(text: string): string {
   }
   throw new Error("ULID random part overflowed within one millisecond");
 }
+
+/**
+ * A UUID version 7 (RFC 9562): the time in milliseconds first, then random bits. Still a UUID to
+ * whoever classifies identifiers, but ids made close in time sort close together, so a table's
+ * primary key and the indexes holding it as a reference grow at one end instead of touching a
+ * random page of a large index for every row.
+ */
+export function uuidV7(now = Date.now()): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = now % 256;
+    now = Math.floor(now / 256);
+  }
+  bytes[6] = (bytes[6]! & 0x0f) | 0x70;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
+    hex.slice(20)
+  }`;
+}

@@ -15,7 +15,6 @@ export const ANALYZED_TABLES = [
   "segments",
   "contacts",
   "orders",
-  "order_line_items",
   "subscriptions",
   "customer_summaries",
   "product_summaries",

@@ -23,13 +23,6 @@ export interface ImportSteps<L, P> {
   write(tx: Tx, lines: L[], prepared: P[]): Promise<unknown>;
   /** Lines with the same key (the external id) are written in file order. */
   keyOf(line: L): string;
-  /**
-   * Refreshes the planner statistics of what `write` fills, once the first full batch is written.
-   * A brand new to a table looks empty to the planner until its next ANALYZE, and a probe for one
-   * of its rows may then be planned as a read of all of them (every row the import has written so
-   * far, once per line).
-   */
-  analyze?(sql: Sql): Promise<unknown>;
 }
 
 /** Rejections listed in full; past this the count goes on but the list stops growing. */
@@ -123,29 +116,21 @@ export async function importNdjson<L, P>(
     }
   };
   // Batches between parse and written; each settles (never rejects) once written.
-  const pending: { keys: Set<string>; first: boolean; done: Promise<void> }[] = [];
+  const pending: { keys: Set<string>; done: Promise<void> }[] = [];
   const slots = _semaphore(writers);
   let preparing: Promise<unknown> = Promise.resolve();
-  let submitted = 0;
   const submit = async (batch: _Line<L>[]) => {
     while (pending.length > writers) await Promise.race(pending.map((entry) => entry.done));
     const keys = new Set(batch.map((item) => steps.keyOf(item.value)));
-    // The first full batch goes alone: the others wait for its statistics (see `analyze`).
-    const first = submitted++ === 0 && batch.length === batchLines && steps.analyze !== undefined;
-    const earlier = pending.filter((entry) => entry.first || _intersects(entry.keys, keys));
+    const earlier = pending.filter((entry) => _intersects(entry.keys, keys));
     const prepared = preparing.then(() => prepare(batch));
     preparing = prepared;
     const entry = {
       keys,
-      first,
       done: (async () => {
         const ready = await prepared;
         await Promise.all(earlier.map((other) => other.done));
-        await slots.run(async () => {
-          await write(ready);
-          // Statistics only help the plans; an import never fails for want of them.
-          if (first) await steps.analyze?.(sql).catch(() => {});
-        });
+        await slots.run(() => write(ready));
       })(),
     };
     pending.push(entry);

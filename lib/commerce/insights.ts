@@ -87,7 +87,9 @@ async function _customerTopProducts(sql: Sql, brandId: string, contactId: string
     from (
       select li.product_id, max(li.title) as title, sum(li.quantity)::int as quantity,
              count(distinct o.id)::int as order_count, sum(li.price * li.quantity) as revenue
-      from orders o join order_line_items li on li.order_id = o.id
+      from orders o
+      cross join lateral jsonb_to_recordset(o.line_items)
+        as li(product_id text, title text, quantity integer, price numeric)
       where o.contact_id = ${contactId} and o.brand_id = ${brandId} and o.state = 'complete'
         and li.product_id is not null
       group by li.product_id

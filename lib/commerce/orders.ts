@@ -1,5 +1,6 @@
 import { z } from "zod";
-import type { Tx } from "../db.ts";
+import { uuidV7 } from "../ids.ts";
+import type { Sql, Tx } from "../db.ts";
 import type { ImportSteps } from "./import.ts";
 import { markInsightsChanged } from "./summaries.ts";
 
@@ -338,7 +339,7 @@ export async function upsertContacts(
     if (!row) {
       // A UUID, as the customer lookup classifies identifiers (spec 4.11).
       row = {
-        id: crypto.randomUUID(),
+        id: uuidV7(),
         shopify_customer_id: w.shopifyId,
         email: w.email,
         phone: w.phone,
@@ -418,7 +419,7 @@ function _lastPerExternalId<T extends { external_id: string }>(
   ];
 }
 
-/** A stored line item as read back (price as exact text), in the order of its position. */
+/** A line item as stored on its order: every field present, the price as exact 2-decimal text. */
 export interface StoredLineItem {
   title: string;
   quantity: number;
@@ -442,6 +443,7 @@ interface _StoredOrder {
   processed_at: Date | null;
   updated_at: Date | null;
   recovered_at: Date | null;
+  line_items: StoredLineItem[];
 }
 
 /** The comparable form of an order's header, stored or incoming. */
@@ -473,25 +475,28 @@ function _orderKey(o: {
   ]);
 }
 
-/** The comparable form of one line item, stored or incoming. */
-function _itemKey(item: {
-  title: string;
-  quantity: number;
-  price: string;
-  sku?: string | null;
-  product_id?: string | null;
-  variant_id?: string | null;
-  variant_title?: string | null;
-}): string {
-  return JSON.stringify([
-    item.title,
-    item.quantity,
-    money(item.price),
-    item.sku ?? null,
-    item.product_id ?? null,
-    item.variant_id ?? null,
-    item.variant_title ?? null,
-  ]);
+/** A line's items in their stored form. */
+function _storedItems(items: OrderLine["line_items"]): StoredLineItem[] {
+  return items.map((item) => ({
+    title: item.title,
+    quantity: item.quantity,
+    price: money(item.price),
+    sku: item.sku ?? null,
+    product_id: item.product_id ?? null,
+    variant_id: item.variant_id ?? null,
+    variant_title: item.variant_title ?? null,
+  }));
+}
+
+/** Whether two lists of stored items are the same, in the same order. */
+function _sameItems(a: StoredLineItem[], b: StoredLineItem[]): boolean {
+  return a.length === b.length && a.every((item, i) => {
+    const other = b[i]!;
+    return item.title === other.title && item.quantity === other.quantity &&
+      item.price === other.price && item.sku === other.sku &&
+      item.product_id === other.product_id && item.variant_id === other.variant_id &&
+      item.variant_title === other.variant_title;
+  });
 }
 
 /**
@@ -512,51 +517,49 @@ export async function upsertOrders(
 }
 
 /**
+ * The brand's stored orders with these external ids, as a query to await (or explain): one probe
+ * of the (brand, external id) key per id, as for contacts (see `_probeContacts`).
+ */
+export function storedOrdersQuery(tx: Sql | Tx, brandId: string, externalIds: string[]) {
+  // The brand is given by a subquery, a value the planner does not see, so the probe is planned
+  // for any brand and uses the (brand, external id) key. Planned for the brand itself, one the
+  // statistics think empty (any brand new since the last ANALYZE, such as one being imported),
+  // it may instead read all of that brand's orders for each id.
+  return tx<_StoredOrder[]>`
+    select o.* from unnest(${externalIds}::text[]) v(x)
+    cross join lateral (
+      select id, external_id, number, state, billing_status, total::text as total, currency_code,
+             contact_id, created_at, processed_at, updated_at, recovered_at, line_items
+      from orders where brand_id = (select ${brandId}::text) and external_id = v.x offset 0
+    ) o`;
+}
+
+/**
  * Stores order lines whose contacts are already resolved (`contactIds`, one per line).
- * Existing orders are read first and compared: new ones are inserted, changed headers updated,
- * and line items rewritten only for orders whose items changed, so re-importing what is already
- * stored writes nothing (and leaves the insight summaries current). When a batch names one order
- * twice, its last line wins. An order created meanwhile by someone else fails the batch on the
- * unique key; the import retries line by line.
+ * Existing orders are read first and compared: new ones are inserted and changed ones (header or
+ * line items) updated, so re-importing what is already stored writes nothing (and leaves the
+ * insight summaries current). When a batch names one order twice, its last line wins. An order
+ * created meanwhile by someone else fails the batch on the unique key; the import retries line by
+ * line.
  */
 export async function writeOrders(
   tx: Tx,
   input: _Writing & { lines: OrderLine[]; contactIds: (string | null)[] },
 ): Promise<string[]> {
   const lines = _lastPerExternalId(input.lines, input.contactIds);
-  // Index probes per external id and per order, as for contacts (see `_probeContacts`).
-  const stored = await tx<_StoredOrder[]>`
-    select o.* from unnest(${lines.map((line) => line.external_id)}::text[]) v(x)
-    cross join lateral (
-      select id, external_id, number, state, billing_status, total::text as total, currency_code,
-             contact_id, created_at, processed_at, updated_at, recovered_at
-      from orders where brand_id = ${input.brandId} and external_id = v.x offset 0
-    ) o`;
+  const stored = await storedOrdersQuery(
+    tx,
+    input.brandId,
+    lines.map((line) => line.external_id),
+  );
   const storedBy = new Map(stored.map((row) => [row.external_id, row]));
-  const storedItems = stored.length === 0
-    ? []
-    : await tx<(StoredLineItem & { order_id: string })[]>`
-    select i.* from unnest(${stored.map((row) => row.id)}::text[]) v(x)
-    cross join lateral (
-      select order_id, position, title, quantity, price::text as price, sku, product_id,
-             variant_id, variant_title
-      from order_line_items where order_id = v.x offset 0
-    ) i
-    order by i.order_id, i.position`;
-  const itemsOf = new Map<string, string[]>();
-  for (const item of storedItems) {
-    const list = itemsOf.get(item.order_id) ?? [];
-    list.push(_itemKey(item));
-    itemsOf.set(item.order_id, list);
-  }
   const idOf = new Map<string, string>();
   const inserts = [];
   const updates = [];
-  const rewriteItems: typeof lines = [];
-  const replacedItemsOf: string[] = [];
   for (const line of lines) {
+    const old = storedBy.get(line.external_id);
     const row = {
-      id: storedBy.get(line.external_id)?.id ?? `ord_${input.newId()}`,
+      id: old?.id ?? `ord_${input.newId()}`,
       external_id: line.external_id,
       number: line.number,
       state: line.state,
@@ -568,75 +571,41 @@ export async function writeOrders(
       processed_at: line.processed_at ?? null,
       updated_at: line.updated_at ?? null,
       recovered_at: line.recovered_at ?? null,
+      line_items: _storedItems(line.line_items),
     };
     idOf.set(line.external_id, row.id);
-    const old = storedBy.get(line.external_id);
-    if (!old) {
-      inserts.push(row);
-      rewriteItems.push(line);
-      continue;
-    }
-    if (_orderKey(old) !== _orderKey(row)) updates.push(row);
-    const before = itemsOf.get(old.id) ?? [];
-    const after = line.line_items.map(_itemKey);
-    if (before.length !== after.length || before.some((key, i) => key !== after[i])) {
-      replacedItemsOf.push(old.id);
-      rewriteItems.push(line);
+    if (!old) inserts.push(row);
+    else if (_orderKey(old) !== _orderKey(row) || !_sameItems(old.line_items, row.line_items)) {
+      updates.push(row);
     }
   }
   if (inserts.length > 0) {
     await tx`
       insert into orders (id, brand_id, external_id, number, state, billing_status, total,
                           currency_code, contact_id, created_at, processed_at, updated_at,
-                          recovered_at, synced_at)
-      select x.id, ${input.brandId}, x.external_id, x.number, x.state, x.billing_status,
-             x.total::numeric, x.currency_code, x.contact_id, x.created_at, x.processed_at,
-             x.updated_at, x.recovered_at, ${input.now}
+                          recovered_at, synced_at, line_items)
+      select x.id, ${input.brandId}, x.external_id, x.number, x.state, x.billing_status, x.total,
+             x.currency_code, x.contact_id, x.created_at, x.processed_at, x.updated_at,
+             x.recovered_at, ${input.now}, x.line_items
       from jsonb_to_recordset(${tx.json(inserts as never)}::jsonb) as x(
-        id text, external_id text, number text, state text, billing_status text, total text,
+        id text, external_id text, number text, state text, billing_status text, total numeric,
         currency_code text, contact_id text, created_at timestamptz, processed_at timestamptz,
-        updated_at timestamptz, recovered_at timestamptz)`;
+        updated_at timestamptz, recovered_at timestamptz, line_items jsonb)`;
   }
   if (updates.length > 0) {
     await tx`
       update orders o set
-        number = x.number, state = x.state, billing_status = x.billing_status,
-        total = x.total::numeric, currency_code = x.currency_code, contact_id = x.contact_id,
-        created_at = x.created_at, processed_at = x.processed_at, updated_at = x.updated_at,
-        recovered_at = x.recovered_at, synced_at = ${input.now}
+        number = x.number, state = x.state, billing_status = x.billing_status, total = x.total,
+        currency_code = x.currency_code, contact_id = x.contact_id, created_at = x.created_at,
+        processed_at = x.processed_at, updated_at = x.updated_at, recovered_at = x.recovered_at,
+        line_items = x.line_items, synced_at = ${input.now}
       from jsonb_to_recordset(${tx.json(updates as never)}::jsonb) as x(
-        id text, number text, state text, billing_status text, total text, currency_code text,
+        id text, number text, state text, billing_status text, total numeric, currency_code text,
         contact_id text, created_at timestamptz, processed_at timestamptz,
-        updated_at timestamptz, recovered_at timestamptz)
+        updated_at timestamptz, recovered_at timestamptz, line_items jsonb)
       where o.id = x.id`;
   }
-  if (replacedItemsOf.length > 0) {
-    await tx`delete from order_line_items where order_id = any(${replacedItemsOf}::text[])`;
-  }
-  const items = rewriteItems.flatMap((line) =>
-    line.line_items.map((item, position) => ({
-      order_id: idOf.get(line.external_id)!,
-      position,
-      title: item.title,
-      quantity: item.quantity,
-      price: item.price,
-      sku: item.sku ?? null,
-      product_id: item.product_id ?? null,
-      variant_id: item.variant_id ?? null,
-      variant_title: item.variant_title ?? null,
-    }))
-  );
-  if (items.length > 0) {
-    await tx`
-      insert into order_line_items (order_id, position, title, quantity, price, sku, product_id,
-                                    variant_id, variant_title)
-      select x.order_id, x.position, x.title, x.quantity, x.price::numeric, x.sku, x.product_id,
-             x.variant_id, x.variant_title
-      from jsonb_to_recordset(${tx.json(items as never)}::jsonb) as x(
-        order_id text, position integer, title text, quantity integer, price text, sku text,
-        product_id text, variant_id text, variant_title text)`;
-  }
-  if (inserts.length + updates.length + replacedItemsOf.length > 0) {
+  if (inserts.length + updates.length > 0) {
     await markInsightsChanged(tx, input.brandId);
   }
   return input.lines.map((line) => idOf.get(line.external_id)!);
@@ -712,9 +681,6 @@ export function orderImport(
     prepare: (tx, lines) => _contactsOf(tx, input, lines),
     write: (tx, lines, contactIds) => writeOrders(tx, { ...input, lines, contactIds }),
     keyOf: (line) => line.external_id,
-    // The stored-order probe has several indexes led by brand_id to choose from; on a brand the
-    // statistics think empty it may pick one that reads all the brand's orders for each line.
-    analyze: (sql) => sql`analyze orders`,
   };
 }
 

@@ -129,16 +129,13 @@ export async function getOrder(
   brandId: string,
   externalId: string,
 ): Promise<OrderDetail | null> {
-  const [row] = await sql<_OrderRow[]>`
+  const [row] = await sql<(_OrderRow & { line_items: StoredLineItem[] })[]>`
     select o.id, o.external_id, o.number, o.state, o.billing_status, o.total::text as total,
            o.currency_code, o.contact_id, c.shopify_customer_id, o.created_at, o.recovered_at,
-           o.processed_at, o.updated_at
+           o.processed_at, o.updated_at, o.line_items
     from orders o left join contacts c on c.id = o.contact_id
     where o.brand_id = ${brandId} and o.external_id = ${externalId}`;
   if (!row) return null;
-  const items = await sql<StoredLineItem[]>`
-    select title, quantity, price::text as price, sku, product_id, variant_id, variant_title
-    from order_line_items where order_id = ${row.id} order by position`;
   const summary = _summary(row);
   return {
     ...summary,
@@ -148,7 +145,7 @@ export async function getOrder(
     },
     processed_at: row.processed_at?.toISOString() ?? null,
     updated_at: row.updated_at?.toISOString() ?? null,
-    line_items: items.map((item) => ({
+    line_items: row.line_items.map((item) => ({
       title: item.title,
       quantity: item.quantity,
       price: money(item.price),

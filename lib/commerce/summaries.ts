@@ -181,7 +181,9 @@ export async function refreshSummaries(
         select li.product_id collate "C" as product_id, o.contact_id collate "C" as contact_id,
                max(li.title) as title, sum(li.quantity) as quantity,
                sum(li.price * li.quantity) as revenue
-        from orders o join order_line_items li on li.order_id = o.id
+        from orders o
+        cross join lateral jsonb_to_recordset(o.line_items)
+          as li(product_id text, title text, quantity integer, price numeric)
         where o.brand_id = ${brandId} and o.state = 'complete' and li.product_id is not null
         group by 1, 2, o.id collate "C"
       ),

@@ -261,8 +261,6 @@ function _effect(
     }
     case "shop/redact":
       return async (tx) => {
-        await tx`delete from order_line_items
-                 where order_id in (select id from orders where brand_id = ${brandId})`;
         await tx`delete from orders where brand_id = ${brandId}`;
         await tx`delete from subscriptions where brand_id = ${brandId}`;
         await tx`delete from contacts where brand_id = ${brandId}`;

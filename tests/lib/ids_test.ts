@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { decodeTime } from "ulid";
-import { ulidSource } from "../../lib/ids.ts";
+import { ulidSource, uuidV7 } from "../../lib/ids.ts";
 
 const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
@@ -74,4 +74,17 @@ Deno.test("ulidSource: a full random part within one millisecond throws instead 
     assert.equal(newId().slice(10), "Z".repeat(16));
     assert.throws(() => newId(), /overflowed/);
   });
+});
+
+Deno.test("uuidV7: a version 7 UUID led by the time, so later ids sort after earlier ones", () => {
+  const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const at = Date.UTC(2026, 10, 21, 12, 34, 56, 789);
+  const id = uuidV7(at);
+  assert.match(id, UUID_V7);
+  // The first 48 bits are the milliseconds since the epoch.
+  assert.equal(parseInt(id.replaceAll("-", "").slice(0, 12), 16), at);
+  const ids = Array.from({ length: 1000 }, (_, i) => uuidV7(at + i));
+  assert.deepEqual([...ids].sort(), ids);
+  assert.equal(new Set(Array.from({ length: 10_000 }, () => uuidV7(at))).size, 10_000);
+  assert.match(uuidV7(), UUID_V7);
 });

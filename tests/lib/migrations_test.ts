@@ -90,3 +90,67 @@ Deno.test("migrate: a failing migration rolls back the whole run", async () => {
     await database.close();
   }
 });
+
+Deno.test("migrate: version 11 moves each order's line items onto its row, in position order", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    // The shape before version 11 (version 6's table), with items stored the old way.
+    await sql`alter table orders drop column line_items`;
+    await sql`
+      create table order_line_items (
+        order_id text not null references orders (id) on delete cascade,
+        position integer not null,
+        title text not null,
+        quantity integer not null,
+        price numeric(20, 2) not null,
+        sku text,
+        product_id text,
+        variant_id text,
+        variant_title text,
+        primary key (order_id, position)
+      )`;
+    await sql`insert into brands (id, name) values ('brand_m', 'm')`;
+    await sql`
+      insert into orders (id, brand_id, external_id, number, state, billing_status, total,
+                          currency_code, created_at, synced_at)
+      values ('ord_1', 'brand_m', '1', '#1', 'complete', 'complete', 40.5, 'USD', now(), now()),
+             ('ord_2', 'brand_m', '2', '#2', 'complete', 'complete', 0, 'USD', now(), now())`;
+    await sql`
+      insert into order_line_items (order_id, position, title, quantity, price, sku, product_id)
+      values ('ord_1', 1, 'Cap', 1, 10.5, null, null),
+             ('ord_1', 0, 'Tee', 2, 15, 'TEE-M', '632910392')`;
+    await sql`delete from schema_migrations where version = 11`;
+
+    assert.deepEqual(await migrate(sql), [11]);
+
+    const rows = await sql`select id, line_items from orders order by id`;
+    assert.deepEqual(rows.map((row) => [row.id, row.line_items]), [
+      ["ord_1", [
+        {
+          title: "Tee",
+          quantity: 2,
+          price: "15.00",
+          sku: "TEE-M",
+          product_id: "632910392",
+          variant_id: null,
+          variant_title: null,
+        },
+        {
+          title: "Cap",
+          quantity: 1,
+          price: "10.50",
+          sku: null,
+          product_id: null,
+          variant_id: null,
+          variant_title: null,
+        },
+      ]],
+      ["ord_2", []],
+    ]);
+    const [table] = await sql`select to_regclass('order_line_items') as name`;
+    assert.equal(table!.name, null);
+  } finally {
+    await database.close();
+  }
+});
