@@ -423,7 +423,7 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: `
       -- An order's line items are written and read with the order, never alone: kept on its row
       -- as a JSON array (price as exact 2-decimal text), an order costs one row, one set of index
-      -- entries and no per-item foreign-key check to write (half an import's database time).
+      -- entries and no per-item foreign-key check to write (README: "The synced store").
       alter table orders add column line_items jsonb not null default '[]';
       update orders o set line_items = i.items
       from (
