@@ -62,15 +62,8 @@ function _increment(text: string): string {
  * random page of a large index for every row.
  */
 export function uuidV7(now = Date.now()): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
-  for (let i = 5; i >= 0; i--) {
-    bytes[i] = now % 256;
-    now = Math.floor(now / 256);
-  }
-  bytes[6] = (bytes[6]! & 0x0f) | 0x70;
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${
-    hex.slice(20)
-  }`;
+  const time = now.toString(16).padStart(12, "0");
+  // A version 4 UUID has the variant bits version 7 needs and random bits everywhere else.
+  const random = crypto.randomUUID();
+  return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${random.slice(15)}`;
 }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import type { Sql } from "../../lib/db.ts";
 import { migrate, type Migration, MIGRATIONS } from "../../lib/migrations.ts";
-import { freshDatabase } from "../test_support.ts";
+import { DATABASE_URL, eventually, freshDatabase } from "../test_support.ts";
 
 const PROBE: Migration = {
   version: 9999,
@@ -154,3 +154,161 @@ Deno.test("migrate: version 11 moves each order's line items onto its row, in po
     await database.close();
   }
 });
+
+/** Brands a and b with one contact each (ca, cb). */
+async function seedReferences(sql: Sql): Promise<void> {
+  await sql`insert into brands (id, name) values ('a', 'a'), ('b', 'b')`;
+  await sql`
+    insert into contacts (id, brand_id, created_at, updated_at)
+    values ('ca', 'a', now(), now()), ('cb', 'b', now(), now())`;
+}
+
+/** Inserts orders given as [id, brand, contact], in one statement. */
+async function insertOrders(sql: Sql, rows: [string, string, string | null][]): Promise<void> {
+  const json = rows.map(([id, brand_id, contact_id]) => ({ id, brand_id, contact_id }));
+  await sql`
+    insert into orders (id, brand_id, external_id, number, state, billing_status, total,
+                        currency_code, contact_id, created_at, synced_at)
+    select r.id, r.brand_id, r.id, '#1', 'complete', 'complete', 1, 'USD', r.contact_id, now(),
+           now()
+    from jsonb_to_recordset(${sql.json(json as never)}::jsonb)
+      as r(id text, brand_id text, contact_id text)`;
+}
+
+async function contactOf(sql: Sql, orderId: string): Promise<string | null | undefined> {
+  const [row] = await sql<{ contact_id: string | null }[]>`
+    select contact_id from orders where id = ${orderId}`;
+  return row?.contact_id;
+}
+
+const isForeignKeyViolation = (err: unknown) => (err as { code?: string }).code === "23503";
+
+Deno.test("migrate: version 13 checks orders' brand and contact per statement, as the foreign keys did", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    await seedReferences(sql);
+    await insertOrders(sql, [["o1", "a", "ca"], ["o2", "a", null]]);
+    // A missing brand, a missing contact, another brand's contact: the whole statement fails.
+    await assert.rejects(insertOrders(sql, [["o3", "nope", null]]), isForeignKeyViolation);
+    await assert.rejects(
+      insertOrders(sql, [["o4", "a", "ca"], ["o5", "a", "missing"]]),
+      isForeignKeyViolation,
+    );
+    await assert.rejects(insertOrders(sql, [["o6", "a", "cb"]]), isForeignKeyViolation);
+    await assert.rejects(
+      sql`update orders set contact_id = 'cb' where id = 'o2'`,
+      isForeignKeyViolation,
+    );
+    await assert.rejects(
+      sql`update orders set brand_id = 'b' where id = 'o2'`,
+      isForeignKeyViolation,
+    );
+    const ids = await sql<{ id: string }[]>`select id from orders order by id`;
+    assert.deepEqual(ids.map((row) => row.id), ["o1", "o2"]);
+
+    // Deleting a contact unlinks its orders (on delete set null) ...
+    await sql`update orders set contact_id = 'ca' where id = 'o2'`;
+    await sql`delete from contacts where id = 'ca'`;
+    assert.equal(await contactOf(sql, "o1"), null);
+    assert.equal(await contactOf(sql, "o2"), null);
+    // ... and deleting a brand deletes its orders (on delete cascade).
+    await insertOrders(sql, [["o7", "b", "cb"]]);
+    await sql`delete from brands where id = 'a'`;
+    const left = await sql<{ id: string }[]>`select id from orders order by id`;
+    assert.deepEqual(left.map((row) => row.id), ["o7"]);
+  } finally {
+    await database.close();
+  }
+});
+
+/** A promise with its resolver, to hold a transaction open until the test lets it go. */
+function gate(): { open: () => void; opened: Promise<void> } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { open, opened };
+}
+
+/** Waits until `statement` waits for an advisory lock, or (were nothing to hold it) settles. */
+async function blockedOrSettled(sql: Sql, statement: Promise<unknown>): Promise<void> {
+  let settled = false;
+  statement.then(() => (settled = true), () => (settled = true));
+  await eventually(async () => {
+    if (settled) return true;
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`;
+    return row!.n > 0;
+  });
+}
+
+Deno.test(
+  "migrate: version 13, a contact deleted while an order naming it is written is unlinked from it",
+  {
+    // Two transactions at once: PGlite runs one session.
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    const database = await freshDatabase();
+    const sql = database.sql;
+    const inserted = gate();
+    const release = gate();
+    const pending: Promise<unknown>[] = [];
+    try {
+      await seedReferences(sql);
+      const writing = sql.begin(async (tx) => {
+        await insertOrders(tx as unknown as Sql, [["o1", "a", "ca"]]);
+        inserted.open();
+        await release.opened;
+      });
+      pending.push(writing);
+      await inserted.opened;
+      // The delete waits for the order's transaction, then unlinks the order it did not see.
+      const deleting = (async () => await sql`delete from contacts where id = 'ca'`)();
+      pending.push(deleting);
+      await blockedOrSettled(sql, deleting);
+      release.open();
+      await writing;
+      await deleting;
+      assert.equal(await contactOf(sql, "o1"), null);
+    } finally {
+      release.open();
+      await Promise.allSettled(pending);
+      await database.close();
+    }
+  },
+);
+
+Deno.test(
+  "migrate: version 13, an order naming a contact being deleted fails once the delete commits",
+  {
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    const database = await freshDatabase();
+    const sql = database.sql;
+    const deleted = gate();
+    const release = gate();
+    const pending: Promise<unknown>[] = [];
+    try {
+      await seedReferences(sql);
+      const deleting = sql.begin(async (tx) => {
+        await tx`delete from contacts where id = 'ca'`;
+        deleted.open();
+        await release.opened;
+      });
+      pending.push(deleting);
+      await deleted.opened;
+      const writing = insertOrders(sql, [["o1", "a", "ca"]]);
+      pending.push(writing);
+      await blockedOrSettled(sql, writing);
+      release.open();
+      await deleting;
+      await assert.rejects(writing, isForeignKeyViolation);
+      assert.equal(await contactOf(sql, "o1"), undefined);
+    } finally {
+      release.open();
+      await Promise.allSettled(pending);
+      await database.close();
+    }
+  },
+);
