@@ -159,7 +159,7 @@ export async function getOrder(
     line_items: row.line_items.map((item) => ({
       title: item.title,
       quantity: item.quantity,
-      price: money(item.price),
+      price: item.price,
       sku: item.sku ?? "",
       product_id: item.product_id ?? "",
       variant_id: item.variant_id ?? "",

@@ -222,13 +222,6 @@ Deno.test("migrate: version 13 checks orders' brand and contact per statement, a
   }
 });
 
-/** A promise with its resolver, to hold a transaction open until the test lets it go. */
-function gate(): { open: () => void; opened: Promise<void> } {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { open, opened };
-}
-
 /** Waits until `statement` waits for an advisory lock, or (were nothing to hold it) settles. */
 async function blockedOrSettled(sql: Sql, statement: Promise<unknown>): Promise<void> {
   let settled = false;
@@ -241,6 +234,40 @@ async function blockedOrSettled(sql: Sql, statement: Promise<unknown>): Promise<
   });
 }
 
+/**
+ * Runs `first` in a transaction held open while `second` starts on another connection, commits
+ * it once `second` waits for a lock (or, were nothing to hold it, has settled), and returns
+ * `second`'s outcome, settled.
+ */
+async function interleave(
+  sql: Sql,
+  first: (tx: Sql) => Promise<unknown>,
+  second: () => Promise<unknown>,
+): Promise<{ outcome: Promise<unknown> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let ran!: () => void;
+  const started = new Promise<void>((resolve) => (ran = resolve));
+  const held = sql.begin(async (tx) => {
+    await first(tx as unknown as Sql);
+    ran();
+    await released;
+  });
+  let outcome: Promise<unknown> | undefined;
+  try {
+    await Promise.race([started, held]);
+    outcome = second();
+    await blockedOrSettled(sql, outcome);
+    release();
+    await held;
+    await Promise.allSettled([outcome]);
+    return { outcome };
+  } finally {
+    release();
+    await Promise.allSettled([held, outcome]);
+  }
+}
+
 Deno.test(
   "migrate: version 13, a contact deleted while an order naming it is written is unlinked from it",
   {
@@ -250,29 +277,17 @@ Deno.test(
   async () => {
     const database = await freshDatabase();
     const sql = database.sql;
-    const inserted = gate();
-    const release = gate();
-    const pending: Promise<unknown>[] = [];
     try {
       await seedReferences(sql);
-      const writing = sql.begin(async (tx) => {
-        await insertOrders(tx as unknown as Sql, [["o1", "a", "ca"]]);
-        inserted.open();
-        await release.opened;
-      });
-      pending.push(writing);
-      await inserted.opened;
       // The delete waits for the order's transaction, then unlinks the order it did not see.
-      const deleting = (async () => await sql`delete from contacts where id = 'ca'`)();
-      pending.push(deleting);
-      await blockedOrSettled(sql, deleting);
-      release.open();
-      await writing;
-      await deleting;
+      const { outcome } = await interleave(
+        sql,
+        (tx) => insertOrders(tx, [["o1", "a", "ca"]]),
+        async () => await sql`delete from contacts where id = 'ca'`,
+      );
+      await outcome;
       assert.equal(await contactOf(sql, "o1"), null);
     } finally {
-      release.open();
-      await Promise.allSettled(pending);
       await database.close();
     }
   },
@@ -286,28 +301,16 @@ Deno.test(
   async () => {
     const database = await freshDatabase();
     const sql = database.sql;
-    const deleted = gate();
-    const release = gate();
-    const pending: Promise<unknown>[] = [];
     try {
       await seedReferences(sql);
-      const deleting = sql.begin(async (tx) => {
-        await tx`delete from contacts where id = 'ca'`;
-        deleted.open();
-        await release.opened;
-      });
-      pending.push(deleting);
-      await deleted.opened;
-      const writing = insertOrders(sql, [["o1", "a", "ca"]]);
-      pending.push(writing);
-      await blockedOrSettled(sql, writing);
-      release.open();
-      await deleting;
-      await assert.rejects(writing, isForeignKeyViolation);
+      const { outcome } = await interleave(
+        sql,
+        (tx) => tx`delete from contacts where id = 'ca'`,
+        () => insertOrders(sql, [["o1", "a", "ca"]]),
+      );
+      await assert.rejects(outcome, isForeignKeyViolation);
       assert.equal(await contactOf(sql, "o1"), undefined);
     } finally {
-      release.open();
-      await Promise.allSettled(pending);
       await database.close();
     }
   },
