@@ -240,7 +240,12 @@ function _importCommand(kind: "orders" | "subscriptions") {
       const stream = input.file === "-"
         ? Deno.stdin.readable
         : (await Deno.open(input.file)).readable;
-      const steps = { brandId: input.brandId, newId: monotonicFactory(), now: new Date() };
+      const steps = {
+        brandId: input.brandId,
+        newId: monotonicFactory(),
+        now: new Date(),
+        copy: stores.database.mode === "postgres",
+      };
       return kind === "orders"
         ? await importNdjson(stores.sql, stream, orderImport(steps))
         : await importNdjson(stores.sql, stream, subscriptionImport(steps));

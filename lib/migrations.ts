@@ -513,6 +513,18 @@ export const MIGRATIONS: readonly Migration[] = [
         for each statement execute function brands_delete_orders();
     `,
   },
+  {
+    version: 14,
+    name: "insight_generation_stripes",
+    sql: `
+      -- A brand's generation is the sum of its stripes; each writing connection bumps its own
+      -- (lib/commerce/summaries.ts), so concurrent writers of one brand (an import's two) no
+      -- longer wait for each other's commit on one counter row.
+      alter table insight_generations add column stripe smallint not null default 0;
+      alter table insight_generations drop constraint insight_generations_pkey;
+      alter table insight_generations add primary key (brand_id, stripe);
+    `,
+  },
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

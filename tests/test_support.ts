@@ -13,7 +13,7 @@ import { createBrand } from "../lib/brands.ts";
 import { createEmbeddedEngine } from "../lib/engine/engine.ts";
 import type { EventsMessage } from "../lib/ingest_queue.ts";
 import { type Config, loadConfig } from "../lib/config.ts";
-import { servePglite, type Sql } from "../lib/db.ts";
+import { connectPostgres, servePglite, type Sql } from "../lib/db.ts";
 import { migrate, MIGRATIONS } from "../lib/migrations.ts";
 import { openTokenCipher } from "../lib/token_cipher.ts";
 
@@ -64,7 +64,7 @@ async function _freshServerDatabase(url: string): Promise<TestDatabase> {
     const name = `cdp_test_${crypto.randomUUID().replaceAll("-", "")}`;
     await admin.unsafe(`create database ${name} template ${template}`);
     const testUrl = _withDatabase(url, name);
-    const sql = postgres(testUrl, { onnotice: () => {}, max: 4 });
+    const sql = connectPostgres(testUrl, 4);
     return {
       sql,
       url: testUrl,

@@ -19,6 +19,8 @@ export interface ImportSteps<L, P> {
   fastParse?: (raw: unknown) => L | undefined;
   /** Resolves one value per line, in file order, one batch at a time, each committed on its own. */
   prepare(tx: Tx, lines: L[]): Promise<P[]>;
+  /** Called once the transaction of the last `prepare` has committed. */
+  prepared?(): void;
   /** Writes a batch of valid lines with what `prepare` returned for them. */
   write(tx: Tx, lines: L[], prepared: P[]): Promise<unknown>;
   /** Lines with the same key (the external id) are written in file order. */
@@ -82,6 +84,7 @@ export async function importNdjson<L, P>(
       const prepared = await transaction((tx) =>
         steps.prepare(tx, batch.map((item) => item.value))
       );
+      steps.prepared?.();
       return batch.map((item, i) => [item, prepared[i] as P]);
     } catch {
       // Find the culprit(s): each line on its own.
@@ -89,6 +92,7 @@ export async function importNdjson<L, P>(
       for (const item of batch) {
         try {
           const [value] = await transaction((tx) => steps.prepare(tx, [item.value]));
+          steps.prepared?.();
           ready.push([item, value as P]);
         } catch (err) {
           reject(item.line, err);

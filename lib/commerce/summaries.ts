@@ -36,12 +36,23 @@ export interface InsightSnapshot {
 /** First key of the two-key advisory lock of a brand's refresh (the second: the brand's hash). */
 export const INSIGHTS_REFRESH_LOCK = 0x1_5e_5;
 
+/** Stripes of a brand's generation: concurrent writers rarely share one. */
+const _STRIPES = 64;
+
 /** Marks the brand's insights outdated; call in the transaction that changes its orders. */
 export async function markInsightsChanged(tx: Tx | Sql, brandId: string): Promise<void> {
-  // Last statement of a write, so the row lock on the counter is held only until commit.
+  // The generation is the sum of the brand's stripes, and a connection bumps its own: the row
+  // lock it takes is held until commit, and another connection's bump need not wait for it
+  // (an import's two writers each commit a batch while the other writes; see migration 14).
   await tx`
-    insert into insight_generations (brand_id, generation) values (${brandId}, 1)
-    on conflict (brand_id) do update set generation = insight_generations.generation + 1`;
+    insert into insight_generations (brand_id, stripe, generation)
+    values (${brandId}, pg_backend_pid() % ${_STRIPES}, 1)
+    on conflict (brand_id, stripe) do update set generation = insight_generations.generation + 1`;
+}
+
+/** The brand's generation, as a statement's scalar subquery. */
+function _generation(sql: Sql | Tx, brandId: string) {
+  return sql`(select sum(generation) from insight_generations where brand_id = ${brandId})`;
 }
 
 /**
@@ -97,8 +108,7 @@ async function _state(sql: Sql, brandId: string) {
     brand_median_gap: number | null;
     currency_code: string | null;
   }[]>`
-    select (select generation from insight_generations where brand_id = ${brandId})::text
-             as generation,
+    select ${_generation(sql, brandId)}::text as generation,
            s.generation::text as snapshot_generation, s.refreshed_at, s.refresh_ms,
            s.brand_median_gap, s.currency_code
     from (select 1) one left join insight_snapshots s on s.brand_id = ${brandId}`;
@@ -131,8 +141,7 @@ export async function refreshSummaries(
       select pg_try_advisory_xact_lock(${INSIGHTS_REFRESH_LOCK}, hashtext(${brandId})) as ok`;
     if (!lock!.ok) return null;
     const [gen] = await tx<{ generation: string | null }[]>`
-      select (select generation from insight_generations where brand_id = ${brandId})::text
-        as generation`;
+      select ${_generation(tx, brandId)}::text as generation`;
     const generation = Number(gen?.generation ?? 0);
     // Sorts and hashes over a brand's orders fit in memory instead of spilling to disk. Ids are
     // sorted and grouped byte-wise (collate "C"): the default collation's comparisons made the

@@ -9,7 +9,7 @@ import {
 } from "../../../lib/commerce/orders.ts";
 import type { Sql } from "../../../lib/db.ts";
 import { openTokenCipher } from "../../../lib/token_cipher.ts";
-import { freshDatabase, testClock } from "../../test_support.ts";
+import { DATABASE_URL, freshDatabase, testClock } from "../../test_support.ts";
 
 const newId = monotonicFactory();
 
@@ -62,9 +62,84 @@ const importOrders = (
   importNdjson(
     sql,
     stream(text),
-    orderImport({ brandId, newId, now: new Date("2026-11-21T00:00:00Z") }),
+    // On a PostgreSQL server, as `orders import` does there, new orders go in by COPY.
+    orderImport({ brandId, newId, now: new Date("2026-11-21T00:00:00Z"), copy: !!DATABASE_URL }),
     options,
   );
+
+Deno.test("import: orders keep every character of their text, COPY's special ones included", async () => {
+  await withBrand(async (sql, brandId) => {
+    const odd = 'tab\tnew\nline\r\\N back\\slash "quoted" é 😀';
+    const lines = [1, 2, 3].map((n) =>
+      order(`${odd}${n}`, {
+        number: `${odd}#${n}`,
+        line_items: [{
+          title: odd,
+          quantity: n,
+          price: "1.50",
+          sku: odd,
+          product_id: null,
+          variant_id: "\\",
+          variant_title: "\\N",
+        }],
+      })
+    );
+    const result = await importOrders(sql, brandId, lines.map((l) => JSON.stringify(l)).join("\n"));
+    assert.deepEqual(result, { imported: 3, rejected: [] });
+    const rows = await sql`select external_id, number, line_items from orders order by number`;
+    assert.deepEqual(
+      rows.map((r) => [r.external_id, r.number, r.line_items]),
+      [1, 2, 3].map((n) => [
+        `${odd}${n}`,
+        `${odd}#${n}`,
+        [{
+          title: odd,
+          quantity: n,
+          price: "1.50",
+          sku: odd,
+          product_id: null,
+          variant_id: "\\",
+          variant_title: "\\N",
+        }],
+      ]),
+    );
+  });
+});
+
+Deno.test("import: a later batch naming a known customer updates its one contact; a failed batch's contacts are not remembered", async () => {
+  await withBrand(async (sql, brandId) => {
+    await sql`alter table contacts add constraint no_blocked check (email <> 'blocked@example.com')`;
+    const lines = [
+      // Batch 1 fails as a whole (line 2's contact is refused) and is retried line by line.
+      order("1", { customer: { shopify_customer_id: "7", email: "ann@example.com" } }),
+      order("2", { customer: { email: "blocked@example.com" } }),
+      // Batch 2 names customer 7 again, with a first name and a new email.
+      order("3", { customer: { shopify_customer_id: "7", first_name: "Ann" } }),
+      order("4", { customer: { shopify_customer_id: "7", email: "ann@new.example" } }),
+      // Batch 3 names it again, unchanged.
+      order("5", { customer: { shopify_customer_id: "7" } }),
+    ];
+    const result = await importOrders(
+      sql,
+      brandId,
+      lines.map((l) => JSON.stringify(l)).join("\n"),
+      { batchLines: 2 },
+    );
+    assert.equal(result.imported, 4);
+    assert.deepEqual(result.rejected.map((r) => r.line), [2]);
+    const contacts = await sql`select id, shopify_customer_id, email, first_name from contacts`;
+    assert.equal(contacts.length, 1);
+    assert.deepEqual(
+      { ...contacts[0], id: undefined },
+      { id: undefined, shopify_customer_id: "7", email: "ann@new.example", first_name: "Ann" },
+    );
+    const orders = await sql`select external_id, contact_id from orders order by external_id`;
+    assert.deepEqual(
+      orders.map((r) => [r.external_id, r.contact_id]),
+      ["1", "3", "4", "5"].map((id) => [id, contacts[0]!.id]),
+    );
+  });
+});
 
 Deno.test("import: lines are applied, bad ones reported with line numbers, blank lines skipped", async () => {
   await withBrand(async (sql, brandId) => {

@@ -151,3 +151,42 @@ Deno.test("summaries: markInsightsChanged bumps the brand's generation", async (
     assert.equal(after.generation, before.generation + 2);
   });
 });
+
+Deno.test({
+  name: "summaries: two connections mark a brand changed without waiting for each other's commit",
+  ignore: !DATABASE_URL,
+  async fn() {
+    await withBrand(async (sql, brandId) => {
+      const before = await currentSnapshot(sql, brandId, at(0, 0));
+      // Two connections on different stripes (a connection's stripe is its backend's pid).
+      const held: Awaited<ReturnType<Sql["reserve"]>>[] = [];
+      const stripes = new Set<number>();
+      while (stripes.size < 2) {
+        const connection = await sql.reserve();
+        const [row] = await connection`select pg_backend_pid() % 64 as stripe`;
+        if (stripes.has(row!.stripe)) connection.release();
+        else (stripes.add(row!.stripe), held.push(connection));
+      }
+      const [first, second] = held as [typeof held[0], typeof held[0]];
+      try {
+        await first`begin`;
+        await markInsightsChanged(first as unknown as Sql, brandId);
+        // With one counter row this waited for the first transaction's commit, that is forever
+        // here: the guard turns such a wait into a failure rather than a hung test.
+        let guard: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          markInsightsChanged(second as unknown as Sql, brandId),
+          new Promise((_, reject) => {
+            guard = setTimeout(() => reject(new Error("the second mark waited")), 10_000);
+          }),
+        ]).finally(() => clearTimeout(guard));
+        await first`commit`;
+      } finally {
+        first.release();
+        second.release();
+      }
+      const after = await currentSnapshot(sql, brandId, at(0, 0));
+      assert.equal(after.generation, before.generation + 2);
+    });
+  },
+});
