@@ -454,7 +454,8 @@ interface _Writing {
   now: Date;
   /**
    * Insert a batch's new orders with COPY (a PostgreSQL server; embedded PGlite's socket has no
-   * COPY): a third less of the server's time per order than the statement (README: "Imports").
+   * COPY): about a third less of the server's time per order than the statement (README: "The
+   * synced store and imports").
    */
   copy?: boolean;
 }
