@@ -222,14 +222,72 @@ Deno.test("migrate: version 13 checks orders' brand and contact per statement, a
   }
 });
 
-/** Waits until `statement` waits for an advisory lock, or (were nothing to hold it) settles. */
+Deno.test("migrate: version 15 checks contacts' brand per statement, as the foreign key did", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    await seedReferences(sql);
+    const insertContacts = (rows: [string, string][]) =>
+      sql`
+        insert into contacts (id, brand_id, created_at, updated_at)
+        select r.id, r.brand_id, now(), now()
+        from jsonb_to_recordset(${sql.json(rows.map(([id, brand_id]) => ({ id, brand_id })))})
+          as r(id text, brand_id text)`;
+    await insertContacts([["ca2", "a"], ["cb2", "b"]]);
+    // A missing brand fails the whole statement; a contact cannot move to another brand.
+    await assert.rejects(insertContacts([["ok", "a"], ["bad", "nope"]]), isForeignKeyViolation);
+    await assert.rejects(
+      sql`update contacts set brand_id = 'b' where id = 'ca'`,
+      isForeignKeyViolation,
+    );
+    await sql`update contacts set email = 'ann@example.com' where id = 'ca'`;
+    const ids = await sql<{ id: string }[]>`select id from contacts order by id`;
+    assert.deepEqual(ids.map((row) => row.id), ["ca", "ca2", "cb", "cb2"]);
+    // Deleting a brand deletes its contacts (on delete cascade), and its orders first.
+    await insertOrders(sql, [["o1", "a", "ca"], ["o2", "b", "cb"]]);
+    await sql`delete from brands where id = 'a'`;
+    const left = await sql<{ id: string }[]>`
+      select id from contacts union all select id from orders order by id`;
+    assert.deepEqual(left.map((row) => row.id), ["cb", "cb2", "o2"]);
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test({
+  name: "migrate: version 15, a brand being deleted waits for contacts being written to it",
+  ignore: !DATABASE_URL,
+  async fn() {
+    const database = await freshDatabase();
+    const sql = database.sql;
+    try {
+      await seedReferences(sql);
+      // The contact's statement locks the brand for key share; the delete waits, then removes
+      // the committed contact with its brand.
+      const { outcome } = await interleave(
+        sql,
+        (tx) =>
+          tx`insert into contacts (id, brand_id, created_at, updated_at)
+                   values ('late', 'a', now(), now())`,
+        () => sql`delete from brands where id = 'a'`,
+      );
+      await outcome;
+      const left = await sql<{ id: string }[]>`select id from contacts order by id`;
+      assert.deepEqual(left.map((row) => row.id), ["cb"]);
+    } finally {
+      await database.close();
+    }
+  },
+});
+
+/** Waits until `statement` waits for a lock, or (were nothing to hold it) settles. */
 async function blockedOrSettled(sql: Sql, statement: Promise<unknown>): Promise<void> {
   let settled = false;
   statement.then(() => (settled = true), () => (settled = true));
   await eventually(async () => {
     if (settled) return true;
     const [row] = await sql<{ n: number }[]>`
-      select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`;
+      select count(*)::int as n from pg_locks where not granted`;
     return row!.n > 0;
   });
 }
