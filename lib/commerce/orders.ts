@@ -668,22 +668,15 @@ export async function writeOrders(
   return input.lines.map((line) => idOf.get(line.external_id)!);
 }
 
-/** An order row as `writeOrders` writes it. */
-interface _OrderRow {
-  id: string;
-  external_id: string;
-  number: string;
-  state: string;
-  billing_status: string;
-  total: string;
-  currency_code: string;
-  contact_id: string | null;
-  created_at: string;
-  processed_at: string | null;
-  updated_at: string | null;
-  recovered_at: string | null;
-  line_items: StoredLineItem[];
-}
+/** An order row as `writeOrders` writes it: a stored order with its timestamps as given. */
+type _OrderRow =
+  & Omit<_StoredOrder, "created_at" | "processed_at" | "updated_at" | "recovered_at">
+  & {
+    created_at: string;
+    processed_at: string | null;
+    updated_at: string | null;
+    recovered_at: string | null;
+  };
 
 /** Inserts new orders with one COPY. */
 async function _copyOrders(tx: Tx, input: _Writing, rows: _OrderRow[]): Promise<void> {
