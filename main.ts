@@ -49,10 +49,17 @@ const server = Deno.serve({
     })),
 }, app.fetch);
 
+// In-flight requests get this long to finish; then the process ends whatever still waits.
+const _SHUTDOWN_MS = 10_000;
+
 let stopping = false;
 async function shutdown() {
   if (stopping) return;
   stopping = true;
+  setTimeout(() => {
+    console.error(JSON.stringify({ level: "error", message: "shutdown timed out; exiting" }));
+    Deno.exit(1);
+  }, _SHUTDOWN_MS);
   await server.shutdown();
   await stopStatistics();
   // Closing KV ends listenQueue; a message being applied is redelivered at the next start.

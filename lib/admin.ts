@@ -3,7 +3,8 @@ import { monotonicFactory } from "ulid";
 import { issueApiKey } from "./api_keys.ts";
 import { createBrand, findBrandContext, setBrand } from "./brands.ts";
 import { createEmbeddedEngine } from "./engine/engine.ts";
-import { listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
+import { getDeadLetter, listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
+import { parseQueuedEvents } from "./ingest.ts";
 import { importNdjson } from "./commerce/import.ts";
 import { orderImport, subscriptionImport } from "./commerce/orders.ts";
 import { summarizeUsage } from "./usage.ts";
@@ -20,7 +21,11 @@ const USAGE = `Usage: deno task admin <command>
   subscriptions import --brand ID FILE
   usage --brand ID [--from YYYY-MM-DD] [--to YYYY-MM-DD]
   deadletter list [--brand ID]
-  deadletter replay (--id ID | --all) [--brand ID]
+  deadletter show --id ID                (the letter with its events, as JSON)
+  deadletter replay (--id ID [--events FILE] | --all [--brand ID])
+      --events replaces the letter's events with FILE's before replaying (- reads
+      stdin): a JSON array of events, or an object with an events array such as
+      deadletter show prints; each keeps its id, a letter event left out is dropped
 
 Each success prints one JSON object on stdout and exits 0; a failure prints a
 message on stderr and exits non-zero (2 for a usage error).`;
@@ -160,30 +165,62 @@ const _COMMANDS: Record<string, _Command<any>> = {
       };
     },
   }),
+  "deadletter show": _command({
+    parse(args) {
+      const { values } = _parse(args, { id: { type: "string" } });
+      if (values.id === undefined) throw new _UsageError("--id is required");
+      return { id: values.id as string };
+    },
+    async run(stores, input) {
+      const found = await getDeadLetter(stores.kv, input.id);
+      if (!found) throw new Error(`no dead letter ${input.id}`);
+      const { letter } = found;
+      return {
+        id: letter.id,
+        brand: letter.message.brandId,
+        scope: letter.message.batch.scope,
+        source: letter.message.batch.source,
+        reason: letter.reason,
+        failed_at: letter.failedAt,
+        events: letter.message.batch.events,
+      };
+    },
+  }),
   "deadletter replay": _command({
     parse(args) {
       const { values } = _parse(args, {
         id: { type: "string" },
         all: { type: "boolean" },
         brand: { type: "string" },
+        events: { type: "string" },
       });
       if ((values.id === undefined) === (values.all !== true)) {
         throw new _UsageError("give exactly one of --id ID or --all");
       }
+      if (values.events !== undefined && values.id === undefined) {
+        throw new _UsageError("--events needs --id");
+      }
       return {
         id: values.id as string | undefined,
         brandId: values.brand as string | undefined,
+        events: values.events as string | undefined,
       };
     },
     async run(stores, input) {
       const now = () => new Date();
       const deps = { kv: stores.kv, engine: createEmbeddedEngine({ sql: stores.sql, now }), now };
+      // Read and checked before anything is applied: a bad file changes nothing.
+      const events = input.events === undefined ? undefined : parseQueuedEvents(
+        input.events === "-"
+          ? await new Response(Deno.stdin.readable).text()
+          : await Deno.readTextFile(input.events),
+      );
       const ids = input.id !== undefined
         ? [input.id]
         : (await listDeadLetters(stores.kv, input.brandId)).map((letter) => letter.id);
       const replayed = [];
       for (const id of ids) {
-        const outcome = await replayDeadLetter(deps, id);
+        const outcome = await replayDeadLetter(deps, id, { events });
         if (!outcome && input.id !== undefined) throw new Error(`no dead letter ${id}`);
         if (outcome) replayed.push(outcome);
       }

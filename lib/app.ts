@@ -16,6 +16,7 @@ import { webhookRoutes } from "../routes/webhooks.ts";
 import type { AppDeps, AppEnv } from "./app_env.ts";
 import { apiKeyAuth, sessionTokenAuth } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
+import { createBrandConcurrency } from "./brand_concurrency.ts";
 import { onError, onNotFound } from "./errors.ts";
 import { createBrandCache } from "./brands.ts";
 import { createGroupCommit } from "./kv_group_commit.ts";
@@ -64,7 +65,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.use(routeGuard(app));
   // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
   app.use(
-    except(["/cdp/events", "/cdp/ingest"], bodyLimit({ maxBytes: deps.config.maxBodyBytes })),
+    except(
+      ["/cdp/events", "/cdp/ingest"],
+      bodyLimit({ maxBytes: deps.config.maxBodyBytes, timeoutMs: deps.config.bodyReadTimeoutMs }),
+    ),
   );
   // The API-wide and query limits see every request: counted with a commutative sum, so hot
   // keys never retry (README "Throttles" states the over-admission bound).
@@ -116,8 +120,10 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", ingestRoutes(deps, { queueCommit }));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));
-  app.route("/", segmentRoutes(deps));
-  app.route("/", queryRoutes(deps));
+  // One brand's heavy reads (export, members, query API) take at most half the pool.
+  const heavyReads = createBrandConcurrency(deps.sql.options.max);
+  app.route("/", segmentRoutes(deps, { heavyReads }));
+  app.route("/", queryRoutes(deps, { heavyReads }));
   app.route("/", commerceRoutes(deps));
   app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps));

@@ -29,6 +29,8 @@ const envSchema = z.object({
   FORWARDER: z.enum(["on", "off"]).default("on"),
   FORWARDER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   INSIGHTS_MAX_STALENESS_SECONDS: z.coerce.number().int().min(0).max(3600).default(120),
+  BODY_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  INGEST_MAX_BACKLOG: z.coerce.number().int().min(1).default(1_000_000),
 });
 
 /** Validated service configuration. */
@@ -67,6 +69,10 @@ export interface Config {
   forwarderConcurrency: number;
   /** How long insights may be served from a snapshot older than the last order write. */
   insightsMaxStalenessSeconds: number;
+  /** How long a client may take to send a whole request body (408 past it). */
+  bodyReadTimeoutMs: number;
+  /** Queued events past which async ingest answers 503 `queue_full`. */
+  ingestMaxBacklog: number;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -109,5 +115,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     forwarder: e.FORWARDER === "on",
     forwarderConcurrency: e.FORWARDER_CONCURRENCY,
     insightsMaxStalenessSeconds: e.INSIGHTS_MAX_STALENESS_SECONDS,
+    bodyReadTimeoutMs: e.BODY_READ_TIMEOUT_MS,
+    ingestMaxBacklog: e.INGEST_MAX_BACKLOG,
   };
 }

@@ -63,6 +63,51 @@ export async function copyIn(
   await tx`select 1`;
 }
 
+/**
+ * What a database failure means for its caller: `unreachable` (no connection could be made:
+ * refused, timed out, the server starting or full; it cannot have been caused by the statement,
+ * so waiting for the server is safe), `lost` (the connection broke or the server is shutting
+ * down: retry), `timeout` (statement_timeout cancelled it), `data` (the database refuses a value:
+ * SQLSTATE class 22, a not-null or check violation, a program limit such as a value too large to
+ * index; no retry mends it), or null for anything else. Unique and foreign-key violations are
+ * not `data`: a concurrent transaction can cause them, and a retry then works.
+ */
+export function databaseFailure(err: unknown): "unreachable" | "lost" | "timeout" | "data" | null {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code !== "string") return null;
+  if (_UNREACHABLE.has(code)) return "unreachable";
+  if (_LOST.has(code) || code.startsWith("08")) return "lost";
+  if (code === "57014") return "timeout";
+  if (/^22...$/.test(code) || code === "23502" || code === "23514" || code === "54000") {
+    return "data";
+  }
+  return null;
+}
+
+// postgres.js and socket codes, and the server's start-up (57P03) and connection-limit codes.
+const _UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "CONNECT_TIMEOUT",
+  "ENOENT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "57P03",
+  "53300",
+]);
+
+// Connections that broke, and the server's shutdown and crash codes (class 08 by prefix).
+const _LOST = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "57P01",
+  "57P02",
+]);
+
 /** An open database: the `sql` tag plus how to close whatever was opened for it. */
 export interface Database {
   sql: Sql;
@@ -87,7 +132,14 @@ export interface OpenDatabaseOptions {
   max?: number;
 }
 
-const _POSTGRES_OPTIONS = { onnotice: () => {}, connection: { application_name: "cdp" } };
+// Every connection: a connection attempt to a host that drops packets fails after 5 s instead of
+// 30 s, and a lost connection is retried on the short backoff below.
+const _POSTGRES_OPTIONS = {
+  onnotice: () => {},
+  connection: { application_name: "cdp" },
+  backoff: reconnectBackoff,
+  connect_timeout: 5,
+};
 
 /**
  * Opens Postgres from `databaseUrl`, else the embedded PGlite under `dataDir/pg`.
@@ -138,39 +190,46 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
 /** The driver on a PostgreSQL server at `url`, with at most `max` connections. */
 export function connectPostgres(url: string, max: number): Sql {
   // `socket` is documented ("Custom socket") but missing from the driver's option types.
-  return postgres(url, { ..._POSTGRES_OPTIONS, max, socket: _noDelaySocket } as postgres.Options<
-    Record<string, never>
-  >);
+  return postgres(url, {
+    ..._POSTGRES_OPTIONS,
+    max,
+    socket: _noDelaySocketFactory(),
+  } as postgres.Options<Record<string, never>>);
 }
 
 /**
- * A connection to the server with Nagle's algorithm off. postgres.js leaves it on, so a small
+ * Seconds before the pool retries a connection after `retries` failures in a row: doubling from
+ * 50 ms up to 1 s, with jitter. The driver's default grows to 20 s, so a query sent early in an
+ * outage, or right after the server is back, waited that long for a connection.
+ */
+export function reconnectBackoff(retries: number): number {
+  return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** retries, 1);
+}
+
+/**
+ * Connections to the server with Nagle's algorithm off. postgres.js leaves it on, so a small
  * message sent while an earlier one is unacknowledged waited for the server's delayed
  * acknowledgement, 40 ms on Linux: measured after every COPY of an import.
+ *
+ * The socket is returned before it connects: postgres.js 3.4.9 loses the pool slot for good when
+ * a socket factory rejects (it reports the error but never marks the connection closed, so after
+ * one refused connection per slot every query waits for ever). A socket that fails later emits
+ * `error` and `close` like the driver's own, and the driver retries it with its backoff. Writes
+ * made while it connects are buffered by the socket.
  */
-async function _noDelaySocket(
+function _noDelaySocketFactory(): (
   options: { host: string[]; port: number[]; path?: string | false },
-): Promise<Socket> {
-  let failure: unknown;
-  // The hosts of a URL naming several, in order, as postgres.js tries them.
-  for (let i = 0; i < (options.path ? 1 : options.host.length); i++) {
-    try {
-      return await new Promise<Socket>((resolve, reject) => {
-        const socket = options.path
-          ? connect(options.path)
-          : connect(options.port[i] ?? options.port[0]!, options.host[i]);
-        socket.setNoDelay(true);
-        socket.once("error", reject);
-        socket.once("connect", () => {
-          socket.off("error", reject);
-          resolve(socket);
-        });
-      });
-    } catch (err) {
-      failure = err;
-    }
-  }
-  throw failure;
+) => Socket {
+  // The hosts of a URL naming several, in turn, as postgres.js tries them.
+  let attempt = 0;
+  return (options) => {
+    const i = attempt++ % options.host.length;
+    const socket = options.path
+      ? connect(options.path)
+      : connect(options.port[i] ?? options.port[0]!, options.host[i]);
+    socket.setNoDelay(true);
+    return socket;
+  };
 }
 
 /** The Unix socket of an embedded data directory (kept under the 107-byte sun_path limit). */

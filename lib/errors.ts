@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { databaseFailure } from "./db.ts";
 
 /** The error codes of spec section 7, plus the few the foundation adds. */
 export type ErrorCode =
@@ -22,7 +23,10 @@ export type ErrorCode =
   | "upstream_error"
   | "service_unavailable"
   | "upstream_unavailable"
-  | "internal_error";
+  | "internal_error"
+  | "request_timeout"
+  | "queue_full"
+  | "client_closed_request";
 
 /** The one error type: carries the HTTP status, the contract's code, a description and headers. */
 export class HttpError extends Error {
@@ -68,37 +72,55 @@ export function toHttpError(err: unknown): HttpError {
       cause: err,
     });
   }
-  if (_isUnavailable(err)) {
-    return new HttpError(503, "service_unavailable", "The database is unavailable; retry", {
+  const failure = databaseFailure(err);
+  if (failure === "timeout") {
+    return new HttpError(
+      503,
+      "upstream_unavailable",
+      "The query did not finish within its time budget; retry later or narrow the condition",
+      { cause: err, headers: { "Retry-After": "1" } },
+    );
+  }
+  if (failure === "unreachable" || failure === "lost") {
+    return new HttpError(503, "upstream_unavailable", "The database is unavailable; retry", {
       cause: err,
       headers: { "Retry-After": "1" },
     });
   }
+  if (failure === "data") {
+    // Validation should have refused the value first; this keeps a miss a client error.
+    return new HttpError(
+      400,
+      "bad_request",
+      `A value cannot be stored or compared: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
   return new HttpError(500, "internal_error", "Internal server error", { cause: err });
-}
-
-// postgres.js connection failures, and a statement cancelled by statement_timeout (57014).
-const _UNAVAILABLE = new Set([
-  "CONNECTION_CLOSED",
-  "CONNECTION_ENDED",
-  "CONNECTION_DESTROYED",
-  "CONNECT_TIMEOUT",
-  "ECONNREFUSED",
-  "ENOENT",
-  "57014",
-  "57P01",
-  "57P03",
-]);
-
-function _isUnavailable(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  return typeof code === "string" && _UNAVAILABLE.has(code);
 }
 
 /** The root `onError`: the only place that writes an error body. Logs 5xx with the request id. */
 export function onError(err: unknown, c: Context): Response {
   const httpError = toHttpError(err);
-  if (httpError.status >= 500) {
+  // A client that went away mid-request (its body broke off: Deno.serve does not abort the
+  // request's signal then) is no fault of the server's: one info line, no 500 and no stack.
+  // Nobody reads the answer.
+  if (httpError.code === "client_closed_request") {
+    console.log(JSON.stringify({
+      level: "info",
+      message: "client disconnected",
+      request_id: c.get("requestId"),
+      method: c.req.method,
+      path: c.req.path,
+      error: String(httpError.cause ?? httpError.message),
+    }));
+    return c.json(
+      { error: "client_closed_request", error_description: httpError.message },
+      499 as 400,
+    );
+  }
+  // A full ingest queue is load shed as designed, not a fault: logging each refusal would flood.
+  if (httpError.status >= 500 && httpError.code !== "queue_full") {
     const cause = httpError.cause ?? httpError;
     console.error(JSON.stringify({
       level: "error",

@@ -4,6 +4,8 @@ import type { EventBatch, IngestEvent } from "./engine/engine.ts";
 import { type ErrorCode, HttpError } from "./errors.ts";
 import type { GroupCommit } from "./kv_group_commit.ts";
 import {
+  admitToBacklog,
+  type BacklogTicket,
   enqueueBatch,
   MAX_STORED_EVENT_BYTES,
   storedSizeBound,
@@ -42,6 +44,24 @@ const _EVENT_KEYS = new Set([
 ]);
 const _TARGET_KEYS = new Set(["itemId", "itemType", "properties"]);
 
+// The engine stores an event's time as the UTC instant's ISO 8601 text, which PostgreSQL reads
+// for years 0001 to 9999 only (year 0000 and six-digit years are refused): a four-digit year
+// with an offset can cross either end.
+const _MIN_TIME = Date.parse("0001-01-01T00:00:00Z");
+const _MAX_TIME = Date.parse("9999-12-31T23:59:59.999Z");
+const _TIME_RANGE = "must lie, in UTC, between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z";
+
+/**
+ * False for a date-time whose UTC instant lies outside years 0001 to 9999, which storage refuses;
+ * true otherwise (text that is no date-time is the format check's to refuse).
+ */
+export function isStorableTimeStamp(value: string): boolean {
+  // Only a year of 0000, 0001 or 9999 can be out of range once its offset is applied.
+  if (value >= "0002" && value < "9999") return true;
+  const time = Date.parse(value);
+  return Number.isNaN(time) || (time >= _MIN_TIME && time <= _MAX_TIME);
+}
+
 const _id = z.string().min(1).max(60).refine((s) => !s.includes(":"), "must not contain ':'");
 const _object = z.record(z.string(), z.unknown());
 
@@ -55,7 +75,7 @@ export const IngestEventSchema = z.strictObject({
   sessionId: _id.optional(),
   properties: _object.optional(),
   flattenedProperties: _object.optional(),
-  timeStamp: z.iso.datetime({ offset: true }).optional(),
+  timeStamp: z.iso.datetime({ offset: true }).refine(isStorableTimeStamp, _TIME_RANGE).optional(),
   target: z.strictObject({
     itemId: z.string().min(1).max(255),
     itemType: z.string().min(1).max(64),
@@ -134,20 +154,32 @@ export function validateBatch(
   const accepted: AcceptedEvent[] = [];
   const rejected: Rejection[] = [];
   // Sizing each event (its JSON and a scan of it) cost ~8% of the edge's CPU; one scan of the
-  // body usually vouches for all of them at once.
-  const share = _sizeShare(input, events.length);
+  // body usually vouches for all of them at once. Two native scans of the text find `\u` escapes
+  // and numbers to look at closely: both rare, and sizing and the storage checks share them.
+  const escapes = input.text.includes("\\u");
+  const numbers = _NUMBERS.test(input.text);
+  const share = _sizeShare(input, events.length, escapes || numbers);
+  // Values storage refuses are rare too: only a body that may hold one is read again, exactly,
+  // and walked. Text decoded from bytes is always well-formed; a caller's own may not be.
+  const exact = (escapes && _ESCAPES.test(input.text)) || numbers || !input.text.isWellFormed()
+    ? _exactEvents(input, events)
+    : undefined;
   events.forEach((raw, index) => {
-    let data = parseIngestEvent(raw);
+    const unstorable = exact === undefined ? [] : unstorableValues(exact[index], ["events", index]);
+    let data = unstorable.length > 0 ? undefined : parseIngestEvent(raw);
     if (data === undefined) {
       // zod decides what the fast path declined, so its messages name the problems.
       const parsed = IngestEventSchema.safeParse(raw);
-      if (!parsed.success) {
+      if (!parsed.success || unstorable.length > 0) {
         rejected.push({
           index,
-          errors: parsed.error.issues.map((issue) => ({
-            path: _jsonPath(["events", index, ...issue.path]),
-            message: issue.message,
-          })),
+          errors: [
+            ...unstorable,
+            ...(parsed.success ? [] : parsed.error.issues).map((issue) => ({
+              path: _jsonPath(["events", index, ...issue.path]),
+              message: issue.message,
+            })),
+          ],
         });
         return;
       }
@@ -195,26 +227,135 @@ function _problem(index: number, problem: { error: string; field?: string }): Re
 
 // An event's id member (`"id":"<26-character ULID>",`) at its largest as KV stores it.
 const _ID_BOUND = 2 * 34 + 9 * 13 + 64;
-// A number written with an exponent (`1e21`) may come out of JSON.stringify longer than it came
-// in; without one, an event's JSON is never longer than its text in the body.
-const _EXPONENT = /[:,[]\s*-?\d+(\.\d+)?[eE]/;
+// Numbers to look at closely: one written with an exponent (`1e21`) may come out of
+// JSON.stringify longer than it came in, and may overflow or underflow; one of 16 or more digits
+// (and dots) may not be read exactly. One of at most 15 significant digits without an exponent
+// is read exactly and never grows.
+const _NUMBERS = /[:,[]\s*-?(?:\d[\d.]{15}|\d+(?:\.\d+)?[eE])/;
+// Escapes of a NUL or of a surrogate (paired or not: the walk tells). JSON text cannot hold a raw
+// NUL.
+const _ESCAPES = /\\u(?:0000|[dD][89a-fA-F])/;
 
 /**
  * Each event's share of the body's stored-size bound when the body vouches for all of them: its
  * bytes within the per-event JSON limit, every character written as itself, no exponent numbers,
  * and the whole batch with its ids within one queue message. Null when the events must be sized
- * one by one.
+ * one by one. `unusual`: the body holds `\u` escapes or numbers to look at closely.
  */
-function _sizeShare(body: JsonBody, events: number): number | null {
+function _sizeShare(body: JsonBody, events: number, unusual: boolean): number | null {
   // A `\u` escape can stand for a character that makes KV store its whole string at two bytes a
   // unit, and a byte that is not UTF-8 decodes to U+FFFD, three bytes in an event's JSON: the
   // body's own text would then not bound the events'.
-  if (
-    body.bytes > MAX_EVENT_BYTES || _EXPONENT.test(body.text) || body.text.includes("\\u") ||
-    body.text.includes("\uFFFD")
-  ) return null;
+  if (body.bytes > MAX_EVENT_BYTES || unusual || body.text.includes("\uFFFD")) return null;
   const bound = storedSizeBound(undefined, body.text) + events * _ID_BOUND;
   return bound <= MAX_STORED_EVENT_BYTES ? Math.ceil(bound / events) : null;
+}
+
+/** A number whose text, read as a double, is not what storage would keep. */
+class _InexactNumber {
+  constructor(readonly written: string, readonly read: number) {}
+}
+
+/**
+ * Parses JSON text as JSON.parse does, except that each number its double does not hold exactly
+ * (the stored value, the double as JSON writes it, differs from the text) becomes an
+ * {@linkcode _InexactNumber}, for {@linkcode unstorableValues} to report.
+ */
+export function parseJsonExact(text: string): unknown {
+  return JSON.parse(text, function (_key, value, context?: { source?: string }) {
+    if (typeof value !== "number" || context?.source === undefined) return value;
+    const source = context.source;
+    return _decimal(source) === _decimal(JSON.stringify(value))
+      ? value
+      : new _InexactNumber(source, value);
+  });
+}
+
+// A JSON number's decimal value as `<sign><digits>e<exponent>`, digits without leading or
+// trailing zeros, so equal values compare equal ("1.50" and "15e-1"); non-finite is "null".
+function _decimal(text: string): string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (!match) return text;
+  const [, sign, whole, fraction = "", exponent = "0"] = match;
+  const digits = (whole + fraction).replace(/^0+/, "");
+  if (digits === "") return "0";
+  const trimmed = digits.replace(/0+$/, "");
+  return `${sign}${trimmed}e${Number(exponent) - fraction.length + digits.length - trimmed.length}`;
+}
+
+// The body's events read again by parseJsonExact (undefined values when its text is not the
+// value's, as a test's may be: then only the strings are checked).
+function _exactEvents(input: JsonBody, events: unknown[]): unknown[] {
+  try {
+    const again = (parseJsonExact(input.text) as { events?: unknown })?.events;
+    if (Array.isArray(again) && again.length === events.length) return again;
+  } catch {
+    // Not the value's text: walk the value itself.
+  }
+  return events;
+}
+
+/** How many storage problems one event reports at most. */
+const _MAX_UNSTORABLE = 20;
+
+/**
+ * Where in `value` (JSON paths under `path`) storage would refuse or alter what was sent: a NUL
+ * (U+0000) or an unpaired surrogate in a string or key (PostgreSQL's text and jsonb refuse
+ * both), and a number read by {@linkcode parseJsonExact} that is not stored exactly. At most
+ * 20 problems.
+ */
+export function unstorableValues(
+  value: unknown,
+  path: (string | number)[],
+): { path: string; message: string }[] {
+  const found: { path: string; message: string }[] = [];
+  _walkUnstorable(value, path, found);
+  return found;
+}
+
+function _walkUnstorable(
+  node: unknown,
+  path: (string | number)[],
+  found: { path: string; message: string }[],
+): void {
+  if (found.length >= _MAX_UNSTORABLE) return;
+  if (typeof node === "string") {
+    const problem = _stringProblem(node);
+    if (problem) found.push({ path: _jsonPath(path), message: problem });
+    return;
+  }
+  if (node instanceof _InexactNumber) {
+    found.push({
+      path: _jsonPath(path),
+      message: Number.isFinite(node.read)
+        ? `the number ${node.written} cannot be stored exactly (it would be stored as ${
+          JSON.stringify(node.read)
+        }); send it as a string`
+        : `the number ${node.written} is out of range; send it as a string`,
+    });
+    return;
+  }
+  if (typeof node !== "object" || node === null) return;
+  // The nesting was bounded by the scope-binding walk before this runs.
+  if (Array.isArray(node)) {
+    node.forEach((child, i) => _walkUnstorable(child, [...path, i], found));
+    return;
+  }
+  for (const [key, child] of Object.entries(node)) {
+    const problem = _stringProblem(key);
+    if (problem && found.length < _MAX_UNSTORABLE) {
+      found.push({ path: _jsonPath([...path, key]), message: `key ${problem}` });
+    }
+    _walkUnstorable(child, [...path, key], found);
+  }
+}
+
+function _stringProblem(text: string): string | null {
+  if (text.includes("\0")) return "contains NUL (U+0000), which cannot be stored";
+  if (!text.isWellFormed()) {
+    return "contains an unpaired UTF-16 surrogate (not a Unicode character), which cannot be stored";
+  }
+  return null;
 }
 
 /** An event as {@linkcode IngestEventSchema} parses it (without its server id). */
@@ -252,7 +393,10 @@ export function parseIngestEvent(raw: unknown): ParsedIngestEvent | undefined {
     event.flattenedProperties = copy;
   }
   if (timeStamp !== undefined) {
-    if (typeof timeStamp !== "string" || !_DATETIME.test(timeStamp)) return undefined;
+    if (
+      typeof timeStamp !== "string" || !_DATETIME.test(timeStamp) ||
+      !isStorableTimeStamp(timeStamp)
+    ) return undefined;
     event.timeStamp = timeStamp;
   }
   if (target !== undefined) {
@@ -271,6 +415,47 @@ export function parseIngestEvent(raw: unknown): ParsedIngestEvent | undefined {
     }
   }
   return event;
+}
+
+/** An event as the queue holds it: an ingest event with its server id. */
+const _QueuedEventSchema = IngestEventSchema.extend({ id: z.string().min(1).max(64) });
+
+/**
+ * Reads events an operator gives to replace a dead letter's: JSON text holding an array of
+ * events with their ids, or an object with such an `events` array (as `deadletter show` prints
+ * one). Each must pass the edge's checks; throws an Error naming each problem's JSON path.
+ */
+export function parseQueuedEvents(text: string): IngestEvent[] {
+  let value: unknown;
+  try {
+    value = parseJsonExact(text);
+  } catch {
+    throw new Error("the events are not valid JSON");
+  }
+  const inObject = typeof value === "object" && value !== null && !Array.isArray(value);
+  const events = inObject ? (value as { events?: unknown }).events : value;
+  const base = inObject ? ["events"] : [];
+  if (!Array.isArray(events)) {
+    throw new Error("give a JSON array of events, or an object with an events array");
+  }
+  const problems = scopeBindingPaths(events).map((path) => ({
+    path: path.replace(/^\$/, _jsonPath(base)),
+    message: "scope is bound to the brand; remove it",
+  }));
+  const parsed = events.map((event, index) => {
+    const path = [...base, index];
+    problems.push(...unstorableValues(event, path));
+    const result = _QueuedEventSchema.safeParse(event);
+    if (result.success) return result.data;
+    for (const issue of result.error.issues) {
+      problems.push({ path: _jsonPath([...path, ...issue.path]), message: issue.message });
+    }
+    return undefined;
+  });
+  if (problems.length > 0) {
+    throw new Error(problems.map((p) => `${p.path}: ${p.message}`).join("; "));
+  }
+  return parsed as IngestEvent[];
 }
 
 /** An ingest request's body: its JSON value, its text and its size in bytes. */
@@ -292,10 +477,14 @@ export function parseJsonBody(bytes: Uint8Array | null): JsonBody {
 
 const _decoder = new TextDecoder();
 
+/** Seconds a client told `queue_full` waits before it retries. */
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
+
 /**
- * Queues a batch of accepted events; 503 `service_unavailable` (nothing accepted) on failure.
- * `also` joins the queue's commit (only when the queue lives in `deps.kv`); returns true when
- * it did, i.e. something was committed with it.
+ * Queues a batch of accepted events; 503 `service_unavailable` (nothing accepted) on failure,
+ * and 503 `queue_full` with `Retry-After` (nothing accepted) while the backlog is at
+ * `INGEST_MAX_BACKLOG`. `also` joins the queue's commit (only when the queue lives in
+ * `deps.kv`); returns true when it did, i.e. something was committed with it.
  */
 export async function queueBatch(
   deps: Pick<AppDeps, "kv" | "queueKv" | "newId" | "config">,
@@ -311,18 +500,24 @@ export async function queueBatch(
   if (input.batch.events.length === 0) return false;
   const kv = deps.queueKv ?? deps.kv;
   const folded = input.also !== undefined && kv === deps.kv;
+  let ticket: BacklogTicket | null = null;
   try {
-    await enqueueBatch(kv, {
-      brandId: input.brandId,
-      batch: input.batch,
-      newId: deps.newId,
-      backoffMs: deps.config.ingestRetryBackoffMs,
-      also: folded ? input.also : undefined,
-      sizes: input.sizes,
-      commit: input.commit,
-    });
-    return folded;
+    ticket = await admitToBacklog(kv, input.batch.events.length, deps.config.ingestMaxBacklog);
+    if (ticket) {
+      await enqueueBatch(kv, {
+        brandId: input.brandId,
+        batch: input.batch,
+        newId: deps.newId,
+        backoffMs: deps.config.ingestRetryBackoffMs,
+        also: folded ? input.also : undefined,
+        sizes: input.sizes,
+        commit: input.commit,
+      });
+      ticket.settle(true);
+      return folded;
+    }
   } catch (err) {
+    ticket?.settle(false);
     throw new HttpError(
       503,
       "service_unavailable",
@@ -330,6 +525,13 @@ export async function queueBatch(
       { cause: err },
     );
   }
+  throw new HttpError(
+    503,
+    "queue_full",
+    `the ingest queue holds ${deps.config.ingestMaxBacklog} or more events; no events were ` +
+      `accepted, retry the batch after ${QUEUE_FULL_RETRY_AFTER_SECONDS}s`,
+    { headers: { "Retry-After": String(QUEUE_FULL_RETRY_AFTER_SECONDS) } },
+  );
 }
 
 /**

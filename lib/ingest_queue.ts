@@ -1,5 +1,12 @@
 import type { Engine, EventBatch, IngestEvent } from "./engine/engine.ts";
-import { deadLetterKey, deadLetterPrefix } from "./kv_keys.ts";
+import {
+  deadLetterKey,
+  deadLetterPrefix,
+  ingestBacklogCounterKey,
+  ingestBacklogMarkerKey,
+  ingestBacklogUndeliveredKey,
+  ingestBacklogUndeliveredPrefix,
+} from "./kv_keys.ts";
 import type { GroupCommit } from "./kv_group_commit.ts";
 
 /** A queue message carrying events for the engine. */
@@ -56,7 +63,8 @@ export function chunkEvents(events: IngestEvent[], sizes?: number[]): IngestEven
  * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
  * queued or none is (the caller then answers 503 and accepts nothing). `also` adds the request's
  * other writes (its limiter counts and usage record) to the same commit; `commit` shares it with
- * other requests' (a group commit over `kv`).
+ * other requests' (a group commit over `kv`). The same commit counts the events into the backlog
+ * (a marker per message and the `enqueued` total; see {@linkcode readBacklog}).
  */
 export async function enqueueBatch(
   kv: Deno.Kv,
@@ -80,10 +88,17 @@ export async function enqueueBatch(
   const write = (op: Deno.AtomicOperation) => {
     input.also?.(op);
     for (const message of messages) {
+      op.set(ingestBacklogMarkerKey(message.id), message.batch.events.length);
       op.enqueue(message, {
-        keysIfUndelivered: [deadLetterKey(message.id)],
+        keysIfUndelivered: [deadLetterKey(message.id), ingestBacklogUndeliveredKey(message.id)],
         backoffSchedule: input.backoffMs ?? DEFAULT_BACKOFF_MS,
       });
+    }
+    if (messages.length > 0) {
+      op.sum(
+        ingestBacklogCounterKey("enqueued"),
+        BigInt(input.batch.events.length),
+      );
     }
   };
   if (input.commit) {
@@ -95,6 +110,138 @@ export async function enqueueBatch(
   write(op);
   const result = await op.commit();
   if (!result.ok) throw new Error("ingest queue commit was refused");
+}
+
+/**
+ * Queued events not yet done: the `enqueued` total less the `done` total, read in one snapshot.
+ * Deno KV tells no queue depth, so the service counts: each enqueue writes a marker per message
+ * and adds its events to `enqueued`; finishing a message deletes its marker and adds the same
+ * count to `done`, under a check of the marker, so a redelivered message is never counted twice
+ * ({@linkcode retireBacklogMessage}). A message KV gives up on leaves its marker; the undelivered
+ * key KV writes beside its dead letter lets {@linkcode retireUndelivered} retire it.
+ */
+export async function readBacklog(kv: Deno.Kv): Promise<number> {
+  const [enqueued, done] = await kv.getMany<[Deno.KvU64, Deno.KvU64]>([
+    ingestBacklogCounterKey("enqueued"),
+    ingestBacklogCounterKey("done"),
+  ]);
+  const backlog = (enqueued.value?.value ?? 0n) - (done.value?.value ?? 0n);
+  return backlog > 0n ? Number(backlog) : 0;
+}
+
+/**
+ * Counts a finished message (applied, or dead-lettered by the forwarder) out of the backlog.
+ * Idempotent: only the call that deletes the marker adds to `done`. False when already retired.
+ */
+export async function retireBacklogMessage(kv: Deno.Kv, messageId: string): Promise<boolean> {
+  const marker = await kv.get<number>(ingestBacklogMarkerKey(messageId));
+  if (marker.versionstamp === null) return false;
+  const result = await kv.atomic()
+    .check(marker)
+    .delete(marker.key)
+    .sum(ingestBacklogCounterKey("done"), BigInt(marker.value))
+    .commit();
+  return result.ok;
+}
+
+/**
+ * Retires the markers of messages KV itself dead-lettered after their retries ran out (it wrote
+ * their undelivered keys), and deletes those keys; returns how many it retired.
+ */
+export async function retireUndelivered(kv: Deno.Kv): Promise<number> {
+  let retired = 0;
+  for await (const entry of kv.list({ prefix: ingestBacklogUndeliveredPrefix() })) {
+    const messageId = String(entry.key[entry.key.length - 1]);
+    const marker = await kv.get<number>(ingestBacklogMarkerKey(messageId));
+    const op = kv.atomic().check(entry).delete(entry.key);
+    if (marker.versionstamp !== null) {
+      op.check(marker).delete(marker.key)
+        .sum(ingestBacklogCounterKey("done"), BigInt(marker.value));
+    }
+    // A refused commit (the entry changed meanwhile) is retried by the next sweep.
+    if ((await op.commit()).ok && marker.versionstamp !== null) retired++;
+  }
+  return retired;
+}
+
+/** How long one process trusts the backlog it read before reading it again. */
+export const BACKLOG_CACHE_MS = 250;
+/** How often one process looks for messages KV dead-lettered ({@linkcode retireUndelivered}). */
+export const UNDELIVERED_SWEEP_MS = 10_000;
+
+/** Room reserved in the backlog for one request's events; settle it once the enqueue is over. */
+export interface BacklogTicket {
+  settle(committed: boolean): void;
+}
+
+interface _Gate {
+  /** The backlog as last read, and when that read started. */
+  backlog: number;
+  readAt: number;
+  /** Events this process admitted since that read started (or in flight when it did). */
+  added: number;
+  /** Events admitted whose enqueue has not settled yet. */
+  inFlight: number;
+  reading: Promise<void> | null;
+  sweptAt: number;
+}
+
+// One per queue database and process: the figure is shared by all of the process's requests.
+const _gates = new WeakMap<Deno.Kv, _Gate>();
+
+/**
+ * Admits `events` to the ingest queue while its backlog is under `maxBacklog`, else null. The
+ * backlog is read from KV at most every {@linkcode BACKLOG_CACHE_MS} per process, plus what the
+ * process admitted since; so one process never admits past the bound by more than one batch a
+ * request in flight, and other processes' admissions are seen within that interval (README).
+ */
+export async function admitToBacklog(
+  kv: Deno.Kv,
+  events: number,
+  maxBacklog: number,
+): Promise<BacklogTicket | null> {
+  let gate = _gates.get(kv);
+  if (!gate) {
+    gate = { backlog: 0, readAt: -Infinity, added: 0, inFlight: 0, reading: null, sweptAt: 0 };
+    _gates.set(kv, gate);
+  }
+  if (performance.now() - gate.readAt >= BACKLOG_CACHE_MS) await _refresh(kv, gate);
+  if (gate.backlog + gate.added >= maxBacklog) return null;
+  const admitted = gate;
+  admitted.added += events;
+  admitted.inFlight += events;
+  return {
+    settle(committed) {
+      admitted.inFlight -= events;
+      if (!committed) admitted.added = Math.max(0, admitted.added - events);
+    },
+  };
+}
+
+function _refresh(kv: Deno.Kv, gate: _Gate): Promise<void> {
+  gate.reading ??= (async () => {
+    const started = performance.now();
+    const addedBefore = gate.added;
+    const inFlight = gate.inFlight;
+    try {
+      const backlog = await readBacklog(kv);
+      // What was admitted before the read is in it, save what was still in flight (counted twice
+      // at worst, which only refuses a little early).
+      gate.backlog = backlog;
+      gate.added = Math.max(0, gate.added - addedBefore + inFlight);
+      gate.readAt = started;
+    } finally {
+      gate.reading = null;
+    }
+    if (started - gate.sweptAt >= UNDELIVERED_SWEEP_MS) {
+      gate.sweptAt = started;
+      // In the background: a failed sweep (the store closing) is retried by the next one.
+      retireUndelivered(kv).then((retired) => {
+        if (retired > 0) gate.readAt = -Infinity;
+      }, () => {});
+    }
+  })();
+  return gate.reading;
 }
 
 /** True for a message this service enqueued. */
@@ -226,21 +373,29 @@ export interface ReplayOutcome {
 
 /**
  * Re-applies a dead letter's events through the engine. When every event applies, the letter is
- * deleted (only if unchanged meanwhile); otherwise it stays with the new reason. The engine is
- * idempotent, so replaying twice never applies an event twice.
+ * deleted (only if unchanged meanwhile); otherwise it keeps only the events that failed, with
+ * the new reason. The engine is idempotent, so replaying twice never applies an event twice.
+ *
+ * `events`, when given, replace the letter's (an operator's fix): each must keep the id of one
+ * of the letter's events, so that it is applied at most once; a letter event left out is
+ * dropped.
  */
 export async function replayDeadLetter(
   deps: { kv: Deno.Kv; engine: Engine; now: () => Date },
   id: string,
+  options: { events?: IngestEvent[] } = {},
 ): Promise<ReplayOutcome | null> {
   const found = await getDeadLetter(deps.kv, id);
   if (!found) return null;
   const { letter, entry } = found;
-  const results = await deps.engine.applyEvents(letter.message.batch);
-  const failed = letter.message.batch.events.flatMap((event, i) => {
+  const events = options.events ?? letter.message.batch.events;
+  if (options.events) _checkReplacement(letter, options.events);
+  const batch = { ...letter.message.batch, events };
+  const results = await deps.engine.applyEvents(batch);
+  const failed = events.flatMap((event, i) => {
     const result = results[i];
     return result && !result.ok
-      ? [{ eventId: event.id, status: result.status, error: result.error }]
+      ? [{ event, eventId: event.id, status: result.status, error: result.error }]
       : [];
   });
   if (failed.length === 0) {
@@ -248,10 +403,27 @@ export async function replayDeadLetter(
   } else {
     await writeDeadLetter(
       deps.kv,
-      letter.message,
+      { ...letter.message, batch: { ...batch, events: failed.map((f) => f.event) } },
       failed.map((f) => `${f.eventId}: ${f.status} ${f.error}`).join("; ").slice(0, 2000),
       deps.now(),
     );
   }
-  return { id, applied: results.filter((r) => r?.ok).length, failed };
+  return {
+    id,
+    applied: results.filter((r) => r?.ok).length,
+    failed: failed.map(({ eventId, status, error }) => ({ eventId, status, error })),
+  };
+}
+
+// A replacement event with a new id could be applied twice (once per replay): refused.
+function _checkReplacement(letter: DeadLetter, events: IngestEvent[]): void {
+  const known = new Set(letter.message.batch.events.map((event) => event.id));
+  const seen = new Set<string>();
+  for (const event of events) {
+    if (!known.has(event.id)) {
+      throw new Error(`event ${event.id} is not in dead letter ${letter.id}; keep the ids`);
+    }
+    if (seen.has(event.id)) throw new Error(`event ${event.id} is given twice`);
+    seen.add(event.id);
+  }
 }

@@ -90,3 +90,26 @@ export function deadLetterPrefix(): Deno.KvKey {
 export function productCacheKey(shop: string, kind: "list" | "product", id: string): Deno.KvKey {
   return ["product_cache", shop, kind, id];
 }
+
+/**
+ * A running total of the ingest backlog (a `Deno.KvU64` changed only by `sum`): `enqueued` events
+ * put on the queue, `done` events whose message the forwarder finished. Backlog = the difference.
+ */
+export function ingestBacklogCounterKey(which: "enqueued" | "done"): Deno.KvKey {
+  return ["ingest_backlog", which];
+}
+
+/** A queued message not yet counted done (value: its event count), written with its enqueue. */
+export function ingestBacklogMarkerKey(messageId: string): Deno.KvKey {
+  return ["ingest_backlog", "pending", messageId];
+}
+
+/** Written by KV itself when it gives up on a message, so that its marker can be retired. */
+export function ingestBacklogUndeliveredKey(messageId: string): Deno.KvKey {
+  return ["ingest_backlog", "undelivered", messageId];
+}
+
+/** Prefix of every {@linkcode ingestBacklogUndeliveredKey}. */
+export function ingestBacklogUndeliveredPrefix(): Deno.KvKey {
+  return ["ingest_backlog", "undelivered"];
+}

@@ -14,10 +14,12 @@ const _DESCRIPTIONS: Record<number, string> = {
   403: "No scope, or not permitted",
   404: "Missing, or owned by another brand",
   405: "Method not allowed on this route",
+  408: "Body not received within BODY_READ_TIMEOUT_MS",
   413: "Body too large",
   429: "Throttled; see Retry-After",
   502: "Upstream error",
-  503: "Temporarily unavailable; retry",
+  503:
+    "Temporarily unavailable (the database, or a full ingest queue: queue_full); see Retry-After",
 };
 
 /** OpenAPI response entries for the error statuses a route can answer. */

@@ -98,17 +98,15 @@ export function looksLikeJwt(token: string): boolean {
   return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token);
 }
 
+// The claim must be exactly `https://<shop><path>`, matched as text: a URL parser would drop a
+// default port (`:443`) and set user info (`evil@`) aside.
 function _shopOf(value: unknown, path: string): string | null {
-  if (typeof value !== "string") return null;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
+  const prefix = "https://";
+  if (typeof value !== "string" || !value.startsWith(prefix) || !value.endsWith(path)) {
     return null;
   }
-  if (url.protocol !== "https:" || url.port !== "" || url.search || url.hash) return null;
-  if (url.pathname !== (path || "/")) return null;
-  return parseShopDomain(url.hostname);
+  const host = value.slice(prefix.length, value.length - path.length);
+  return parseShopDomain(host) === host ? host : null;
 }
 
 function _decodeJson(part: string, what: string): Record<string, unknown> {

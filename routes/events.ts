@@ -116,7 +116,7 @@ const ingest = createRoute({
         },
       },
     },
-    ...errorResponses(400, 401, 403, 405, 413, 429, 503),
+    ...errorResponses(400, 401, 403, 405, 408, 413, 429, 503),
   },
 });
 
@@ -127,7 +127,10 @@ const _catalog = EVENT_TYPES.map(eventTypeSummary)
 /** Event routes: the catalog and server-side ingestion. */
 export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
-  router.use("/cdp/events", bufferBody({ maxBytes: MAX_INGEST_BODY_BYTES }));
+  router.use(
+    "/cdp/events",
+    bufferBody({ maxBytes: MAX_INGEST_BODY_BYTES, timeoutMs: deps.config.bodyReadTimeoutMs }),
+  );
   router.openapi(listTypes, (c) => {
     const scope = requireScope(c);
     return c.json({ eventTypes: _catalog, scope }, 200);

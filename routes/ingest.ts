@@ -59,14 +59,17 @@ const pixelIngest = createRoute({
         },
       },
     },
-    ...errorResponses(400, 403, 405, 413, 429, 503),
+    ...errorResponses(400, 403, 405, 408, 413, 429, 503),
   },
 });
 
 /** The credential-free storefront pixel proxy. */
 export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
   const router = newRouter();
-  router.use("/cdp/ingest", bufferBody({ maxBytes: MAX_PIXEL_BODY_BYTES }));
+  router.use(
+    "/cdp/ingest",
+    bufferBody({ maxBytes: MAX_PIXEL_BODY_BYTES, timeoutMs: deps.config.bodyReadTimeoutMs }),
+  );
   router.openapi(pixelIngest, async (c) => {
     const shop = parseShopDomain(c.req.valid("query").shop);
     const origin = c.req.header("origin");

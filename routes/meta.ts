@@ -18,14 +18,29 @@ const health = createRoute({
   },
 });
 
+// A load balancer's health check gives up after a few seconds: answer before it does.
+const _HEALTH_MS = 2_000;
+
 /** Health check, the OpenAPI 3.1 document and the interactive reference page. */
 export function metaRoutes(deps: Pick<AppDeps, "kv" | "sql">, app: OpenAPIHono<AppEnv>) {
   const router = newRouter();
   router.openapi(health, async (c) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error("no answer within the health budget")), _HEALTH_MS);
+    });
+    const probes = Promise.all([deps.sql`select 1`, deps.kv.get(["health"])]);
     try {
-      await Promise.all([deps.sql`select 1`, deps.kv.get(["health"])]);
+      await Promise.race([probes, late]);
     } catch (err) {
-      throw new HttpError(503, "service_unavailable", "a store is unreachable", { cause: err });
+      // A probe that loses the race still settles; its rejection must not go unhandled.
+      probes.catch(() => {});
+      throw new HttpError(503, "service_unavailable", "a store is unreachable", {
+        cause: err,
+        headers: { "Retry-After": "1" },
+      });
+    } finally {
+      clearTimeout(timer);
     }
     return c.json({ status: "ok" as const }, 200);
   });

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
+import type { BrandConcurrency } from "../lib/brand_concurrency.ts";
 import {
   type Condition,
   injectScopePredicate,
@@ -147,18 +148,23 @@ const aggregateRoute = createRoute({
   },
 });
 
-/** The query API (spec 4.10), throttled by createApp and bounded by QUERY_TIMEOUT_MS. */
-export function queryRoutes(deps: AppDeps) {
-  const run = <T>(fn: (sql: AppDeps["sql"]) => Promise<T>) =>
-    withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn);
+/**
+ * The query API (spec 4.10), throttled by createApp, bounded by QUERY_TIMEOUT_MS and, per brand,
+ * by `heavyReads`.
+ */
+export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurrency }) {
+  const { heavyReads } = options;
+  const run = <T>(brandId: string, fn: (sql: AppDeps["sql"]) => Promise<T>) =>
+    heavyReads.run(brandId, () => withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn));
 
   return newRouter()
     .openapi(count, async (c) => {
       const scope = requireScope(c);
       const itemType = _itemType(c.req.valid("param").itemType);
       const condition = _condition(c.req.valid("json")?.condition, itemType, scope);
-      const n = await run((sql) =>
-        countItems(sql, { itemType, scope, condition, now: deps.now() })
+      const n = await run(
+        c.get("auth").brandId,
+        (sql) => countItems(sql, { itemType, scope, condition, now: deps.now() }),
       );
       return c.json({ itemType, count: n, scope }, 200);
     })
@@ -168,7 +174,7 @@ export function queryRoutes(deps: AppDeps) {
       const itemType = _itemType(rawType);
       const input = c.req.valid("json");
       const condition = _condition(input.condition, itemType, scope);
-      const result = await run((sql) =>
+      const result = await run(c.get("auth").brandId, (sql) =>
         metrics(sql, {
           itemType,
           scope,
@@ -176,8 +182,7 @@ export function queryRoutes(deps: AppDeps) {
           metrics: input.metrics,
           condition,
           now: deps.now(),
-        })
-      );
+        }));
       return c.json({ itemType, property, metrics: result, scope }, 200);
     })
     .openapi(aggregateRoute, async (c) => {
@@ -186,7 +191,7 @@ export function queryRoutes(deps: AppDeps) {
       const itemType = _itemType(rawType);
       const input = c.req.valid("json");
       const condition = _condition(input.condition, itemType, scope);
-      const results = await run((sql) =>
+      const results = await run(c.get("auth").brandId, (sql) =>
         aggregate(sql, {
           itemType,
           scope,
@@ -194,8 +199,7 @@ export function queryRoutes(deps: AppDeps) {
           aggregate: input.aggregate,
           condition,
           now: deps.now(),
-        })
-      );
+        }));
       return c.json({ itemType, property, results, scope }, 200);
     });
 }
@@ -212,6 +216,6 @@ function _itemType(value: string): ItemType {
 function _condition(raw: unknown, itemType: ItemType, scope: string): Condition | null {
   const condition = raw === undefined
     ? null
-    : parseCondition(raw, { itemType, root: "$.condition" });
+    : parseCondition(raw, { itemType, root: "$.condition", scopeInjected: itemType === "profile" });
   return itemType === "profile" ? injectScopePredicate(condition, scope) : condition;
 }

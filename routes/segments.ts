@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AppDeps } from "../lib/app_env.ts";
 import { requireScope } from "../lib/auth.ts";
+import type { BrandConcurrency } from "../lib/brand_concurrency.ts";
 import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/cursors.ts";
 import { identityOf } from "../lib/engine/profiles.ts";
 import { withQueryBudget } from "../lib/engine/queries.ts";
@@ -17,6 +18,7 @@ import {
 } from "../lib/engine/segments.ts";
 import { HttpError } from "../lib/errors.ts";
 import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import { storableText } from "../lib/route_guard.ts";
 import {
   assertWithinWindow,
   cursorParam,
@@ -50,6 +52,9 @@ const ok = <T extends z.ZodType>(schema: T, description: string) => ({
   description,
   content: { "application/json": { schema } },
 });
+/** Text the database can store: no NUL, no unpaired surrogate. */
+const text = () =>
+  z.string().refine(storableText, "must not contain a NUL character or an unpaired surrogate");
 // Conditions are validated by the condition compiler (JSON paths, invalid_condition), so the
 // body schema only takes it as a value.
 const conditionField = z.unknown().openapi({ type: "object", description: "A condition tree" });
@@ -66,10 +71,10 @@ const define = createRoute({
       content: {
         "application/json": {
           schema: z.object({
-            name: z.string().trim().min(1).max(200),
+            name: text().trim().min(1).max(200),
             condition: conditionField,
-            key: z.string().min(1).max(64).optional(),
-            description: z.string().max(2000).optional(),
+            key: text().min(1).max(64).optional(),
+            description: text().max(2000).optional(),
           }).strict(),
         },
       },
@@ -129,8 +134,8 @@ const update = createRoute({
         "application/json": {
           schema: z.object({
             condition: conditionField,
-            name: z.string().trim().min(1).max(200).optional(),
-            description: z.string().max(2000).optional(),
+            name: text().trim().min(1).max(200).optional(),
+            description: text().max(2000).optional(),
           }).strict(),
         },
       },
@@ -162,7 +167,7 @@ const members = createRoute({
       }),
       "A page of members",
     ),
-    ...errorResponses(400, 401, 403, 404, 405),
+    ...errorResponses(400, 401, 403, 404, 405, 429, 502, 503),
   },
 });
 
@@ -182,12 +187,16 @@ const exportRoute = createRoute({
       content: { "application/x-ndjson": { schema: z.string() } },
       headers: z.object({ "X-Next-Cursor": z.string().optional() }),
     },
-    ...errorResponses(400, 401, 403, 404, 405, 502, 503),
+    ...errorResponses(400, 401, 403, 404, 405, 429, 502, 503),
   },
 });
 
-/** Segments: define, read, update, list, members and export. */
-export function segmentRoutes(deps: AppDeps) {
+/**
+ * Segments: define, read, update, list, members and export. Members and export are heavy reads,
+ * bounded per brand by `heavyReads`.
+ */
+export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurrency }) {
+  const { heavyReads } = options;
   const cursorDeps = { kv: deps.kv, now: deps.now, ttlMs: deps.config.cursorTtlSeconds * 1000 };
   const notFound = () => new HttpError(404, "not_found", "Segment not found");
   const find = async (scope: string, id: string) =>
@@ -244,13 +253,13 @@ export function segmentRoutes(deps: AppDeps) {
       };
       const { after, offset } = await keysetStart(cursorDeps, query, binding);
       const now = deps.now();
-      const { page, totalSize } = await withQueryBudget(
-        deps.sql,
-        deps.config.queryTimeoutMs,
-        async (sql) => ({
-          page: await segmentMembers(sql, segment, { limit: query.limit, offset, after, now }),
-          totalSize: await countMembers(sql, segment, now, OFFSET_WINDOW + 1),
-        }),
+      const { page, totalSize } = await heavyReads.run(
+        binding.brandId,
+        () =>
+          withQueryBudget(deps.sql, deps.config.queryTimeoutMs, async (sql) => ({
+            page: await segmentMembers(sql, segment, { limit: query.limit, offset, after, now }),
+            totalSize: await countMembers(sql, segment, now, OFFSET_WINDOW + 1),
+          })),
       );
       const nextCursor = await nextKeysetCursor(cursorDeps, binding, {
         more: page.more,
@@ -283,11 +292,13 @@ export function segmentRoutes(deps: AppDeps) {
         ? undefined
         : (await readCursor<{ after: string }>(cursorDeps, query.cursor, binding)).after;
       const now = deps.now();
+      // The permit is held until the body ends or is cancelled, as the reserved connection is.
       const page = await openExport(deps.sql, segment, {
         after,
         limit: query.limit,
         now,
         timeoutMs: deps.config.queryTimeoutMs,
+        onClose: heavyReads.acquire(binding.brandId),
       });
       c.header("Content-Type", "application/x-ndjson");
       if (page.more && page.lastId) {
@@ -297,6 +308,11 @@ export function segmentRoutes(deps: AppDeps) {
           await page.lines.cancel();
           throw err;
         }
+      }
+      // Hono answers HEAD with GET's headers and drops the body unread: give it back now.
+      if (c.req.method === "HEAD") {
+        await page.lines.cancel();
+        return c.body(null, 200) as never;
       }
       // A streamed NDJSON body is outside what the typed route helper can express.
       return c.body(page.lines, 200) as never;

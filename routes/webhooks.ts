@@ -64,7 +64,7 @@ const shopifyWebhook = createRoute({
         },
       },
     },
-    ...errorResponses(400, 401, 405, 413, 503),
+    ...errorResponses(400, 401, 405, 408, 413, 503),
   },
 });
 

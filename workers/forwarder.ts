@@ -1,5 +1,11 @@
 import type { Engine } from "../lib/engine/engine.ts";
-import { type EventsMessage, isEventsMessage, writeDeadLetter } from "../lib/ingest_queue.ts";
+import { databaseFailure } from "../lib/db.ts";
+import {
+  type EventsMessage,
+  isEventsMessage,
+  retireBacklogMessage,
+  writeDeadLetter,
+} from "../lib/ingest_queue.ts";
 
 /** What the forwarder needs: the queue's store, the engine and a clock. */
 export interface ForwarderDeps {
@@ -14,6 +20,11 @@ export interface ForwarderDeps {
    * see the service's messages (measured: not within minutes; with a 250 ms wake-up, ~0.1 s).
    */
   wakeMs?: number;
+  /**
+   * How long one delivery waits for an unreachable database before it fails (default one hour);
+   * KV's own retries, and after them the dead letter, start only then.
+   */
+  outageWaitMs?: number;
 }
 
 const _WAKE = { kind: "wake" } as const;
@@ -25,6 +36,8 @@ const _WAKE = { kind: "wake" } as const;
  * A thrown error is transient (the engine stored nothing): KV redelivers on the message's
  * backoff schedule and, when that runs out, writes the message to its dead-letter key. Events
  * the engine rejects permanently (4xx) are dead-lettered at once with the reason, not retried.
+ * While the database cannot be reached at all, a delivery waits for it instead of failing, so an
+ * outage does not use up the retries (an hour's outage would otherwise dead-letter everything).
  *
  * Deno KV hands a listener every ready message at once; applying them all together only adds
  * lock waits and, on a shared event loop, starves the HTTP edge, so at most `concurrency` apply
@@ -40,11 +53,33 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
     }
     const release = await slots.acquire();
     try {
-      await _forwardEvents(deps, message);
+      await _forwardWhenReachable(deps, message);
+      // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
+      // nothing twice and retires the message then.
+      await retireBacklogMessage(deps.kv, message.id);
     } finally {
       release();
     }
   };
+}
+
+async function _forwardWhenReachable(deps: ForwarderDeps, message: EventsMessage) {
+  const giveUpAt = Date.now() + (deps.outageWaitMs ?? 3_600_000);
+  for (let attempt = 0;; attempt++) {
+    try {
+      return await _forwardEvents(deps, message);
+    } catch (err) {
+      if (databaseFailure(err) !== "unreachable" || Date.now() > giveUpAt) throw err;
+      if (attempt % 12 === 0) {
+        console.error(JSON.stringify({
+          level: "warn",
+          message: "database unreachable; the forwarder waits for it",
+          error: String(err),
+        }));
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 5_000)));
+    }
+  }
 }
 
 async function _forwardEvents(deps: ForwarderDeps, message: EventsMessage): Promise<void> {
@@ -120,6 +155,8 @@ async function _main(): Promise<void> {
   const shutdown = async () => {
     if (stopping) return;
     stopping = true;
+    // A delivery waiting for the database must not hold the process: end within a bound.
+    setTimeout(() => Deno.exit(1), 10_000);
     // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
     await stores.close();
     await running.catch(() => {});

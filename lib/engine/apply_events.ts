@@ -1,4 +1,4 @@
-import type { Sql, Tx } from "../db.ts";
+import { databaseFailure, type Sql, type Tx } from "../db.ts";
 import { type ApplyResult, checkEvent, type EventBatch } from "./engine.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 
@@ -36,6 +36,11 @@ export function defaultSessionId(profileId: string, timeStamp: string): string {
  * Applies a batch in one transaction, set-based (a handful of statements whatever the batch
  * size) and idempotent: an event id already stored is skipped whole, so a redelivered message
  * changes nothing and counts no visit twice.
+ *
+ * An event the database refuses for its data (a `data` {@linkcode databaseFailure}) fails alone: the
+ * batch is applied again in one transaction, halved under savepoints until each refused event
+ * is on its own, and that event's result is a 400 carrying the database's message. Any other
+ * error (connection, timeout, deadline) throws: nothing was stored and a retry may work.
  */
 export async function applyEventBatch(
   sql: Sql,
@@ -44,9 +49,10 @@ export async function applyEventBatch(
 ): Promise<ApplyResult[]> {
   const results: ApplyResult[] = [];
   const rows: _EventRow[] = [];
-  const receivedNow = options.now().toISOString();
+  const now = options.now();
+  const receivedNow = now.toISOString();
   batch.events.forEach((event, index) => {
-    const problem = checkEvent(event);
+    const problem = checkEvent(event) ?? _checkTimeStamp(event.timeStamp);
     if (problem) {
       results[index] = { ok: false, ...problem };
       return;
@@ -68,21 +74,34 @@ export async function applyEventBatch(
   });
   if (rows.length === 0) return results;
 
-  const updated = await sql.begin(async (tx) => {
-    if (options.deadline !== undefined) {
-      const remaining = Math.floor(options.deadline - Date.now());
-      if (remaining <= 0) throw new Error("deadline exceeded before the batch started");
-      await tx`select set_config('statement_timeout', ${String(remaining)}, true)`;
+  const refused = new Map<string, string>();
+  let updated: Map<string, boolean>;
+  try {
+    // The common case pays nothing for the isolation: no savepoint unless the batch fails.
+    updated = await _transaction(sql, options, (tx) => _applyRows(tx, batch, rows, now));
+  } catch (err) {
+    if (databaseFailure(err) !== "data") throw err;
+    if (rows.length === 1) {
+      refused.set(rows[0]!.id, dataErrorMessage(err));
+      updated = new Map();
+    } else {
+      updated = await _transaction(sql, options, async (tx) => {
+        const changed = new Map<string, boolean>();
+        // In the order the whole batch applies them, so the parts have the same effects.
+        const ordered = [...rows].sort((a, b) =>
+          a.time_stamp.localeCompare(b.time_stamp) || a.index - b.index
+        );
+        const half = Math.ceil(ordered.length / 2);
+        for (const part of [ordered.slice(0, half), ordered.slice(half)]) {
+          await _isolate(tx, batch, part, now, changed, refused);
+        }
+        return changed;
+      });
     }
-    const changed = await _applyRows(tx, batch, rows, options.now());
-    // The last chance to refuse: past the budget the caller has answered 503, so commit nothing.
-    if (options.deadline !== undefined && Date.now() > options.deadline) {
-      throw new Error("deadline exceeded; the batch was rolled back");
-    }
-    return changed;
-  });
+  }
   for (const row of rows) {
-    results[row.index] = {
+    const error = refused.get(row.id);
+    results[row.index] = error !== undefined ? { ok: false, status: 400, error } : {
       ok: true,
       status: 200,
       result: updated.has(row.id)
@@ -91,6 +110,69 @@ export async function applyEventBatch(
     };
   }
   return results;
+}
+
+/** The database's message for a data error, with its detail and SQLSTATE; bounded. */
+export function dataErrorMessage(err: unknown): string {
+  const { message, detail, code } = err as { message?: string; detail?: string; code?: string };
+  const text = `${message ?? String(err)}${detail ? `: ${detail}` : ""} (SQLSTATE ${code})`;
+  return text.length > 500 ? `${text.slice(0, 499)}…` : text;
+}
+
+/** Runs `fn` in a transaction under the batch's deadline, if it has one. */
+async function _transaction<T>(
+  sql: Sql,
+  options: { deadline?: number },
+  fn: (tx: _Tx) => Promise<T>,
+): Promise<T> {
+  return await sql.begin(async (tx) => {
+    if (options.deadline !== undefined) {
+      const remaining = Math.floor(options.deadline - Date.now());
+      if (remaining <= 0) throw new Error("deadline exceeded before the batch started");
+      await tx`select set_config('statement_timeout', ${String(remaining)}, true)`;
+    }
+    const result = await fn(tx);
+    // The last chance to refuse: past the budget the caller has answered 503, so commit nothing.
+    if (options.deadline !== undefined && Date.now() > options.deadline) {
+      throw new Error("deadline exceeded; the batch was rolled back");
+    }
+    return result;
+  }) as T;
+}
+
+/**
+ * Applies `rows` under a savepoint; on a data error, rolls them back and applies each half the
+ * same way, down to single events, which are then refused. A few refused events among n cost
+ * O(log n) savepoints each.
+ */
+async function _isolate(
+  tx: _Tx,
+  batch: EventBatch,
+  rows: _EventRow[],
+  now: Date,
+  changed: Map<string, boolean>,
+  refused: Map<string, string>,
+): Promise<void> {
+  try {
+    const part = await tx.savepoint((sp) => _applyRows(sp, batch, rows, now));
+    for (const [id, value] of part as Map<string, boolean>) changed.set(id, value);
+  } catch (err) {
+    if (databaseFailure(err) !== "data") throw err;
+    if (rows.length === 1) {
+      refused.set(rows[0]!.id, dataErrorMessage(err));
+      return;
+    }
+    const half = Math.ceil(rows.length / 2);
+    await _isolate(tx, batch, rows.slice(0, half), now, changed, refused);
+    await _isolate(tx, batch, rows.slice(half), now, changed, refused);
+  }
+}
+
+// The edge accepts only ISO 8601 date-times; a message queued by an older version, or edited by
+// hand, may hold one JavaScript cannot read, which must not fail the whole batch.
+function _checkTimeStamp(timeStamp: string | undefined): { status: number; error: string } | null {
+  if (timeStamp === undefined || !Number.isNaN(Date.parse(timeStamp))) return null;
+  return { status: 400, error: `timeStamp ${JSON.stringify(timeStamp)} is not a date-time` };
 }
 
 /** Stores the rows; returns, for each newly stored event id, whether it changed its profile. */

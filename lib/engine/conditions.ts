@@ -66,6 +66,11 @@ export interface ConditionOptions {
   allowScope?: boolean;
   /** JSON path of the condition in its document; `$` by default. */
   root?: string;
+  /**
+   * The service will AND-inject the scope predicate around this tree, which takes one level and
+   * two nodes of the limits: the tree gets what remains, so the injected one stays valid.
+   */
+  scopeInjected?: boolean;
 }
 
 /** The outcome of {@linkcode validateCondition}. */
@@ -587,6 +592,10 @@ interface _Walk {
   issues: ConditionIssue[];
   truncated: boolean;
   nodes: number;
+  maxDepth: number;
+  maxNodes: number;
+  /** Appended to a limit's message when the scope predicate takes part of it. */
+  limitNote: string;
   allowScope: boolean;
   now: Date;
 }
@@ -615,10 +624,17 @@ function _issue(w: _Walk, path: string, message: string): void {
   else w.truncated = true;
 }
 
-/** A string that is not a Unomi resolver (`script::` runs a script, `parameter::` a lookup). */
+/**
+ * A string that is not a Unomi resolver (`script::` runs a script, `parameter::` a lookup) and
+ * that PostgreSQL can take: no NUL, no unpaired surrogate (text cannot hold them).
+ */
 function _string(w: _Walk, value: unknown, path: string): value is string {
   if (typeof value !== "string") {
     _issue(w, path, "must be a string");
+    return false;
+  }
+  if (value.includes("\0") || !value.isWellFormed()) {
+    _issue(w, path, "must not contain a NUL character or an unpaired surrogate");
     return false;
   }
   if (value.startsWith("script::") || value.startsWith("parameter::")) {
@@ -646,10 +662,14 @@ function _unknownKeys(
  */
 export function validateCondition(raw: unknown, options: ConditionOptions): ConditionValidation {
   const root = options.root ?? "$";
+  const injected = options.scopeInjected ?? false;
   const w: _Walk = {
     issues: [],
     truncated: false,
     nodes: 0,
+    maxDepth: MAX_CONDITION_DEPTH - (injected ? 1 : 0),
+    maxNodes: MAX_CONDITION_NODES - (injected ? 2 : 0),
+    limitNote: injected ? " (the scope predicate the service adds takes the rest)" : "",
     allowScope: options.allowScope ?? false,
     now: new Date(),
   };
@@ -687,14 +707,14 @@ const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
 };
 
 function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, depth: number) {
-  if (depth > MAX_CONDITION_DEPTH) {
-    _issue(w, path, `nested deeper than ${MAX_CONDITION_DEPTH} levels`);
+  if (depth > w.maxDepth) {
+    _issue(w, path, `nested deeper than ${w.maxDepth} levels${w.limitNote}`);
     return;
   }
   w.nodes += 1;
-  if (w.nodes > MAX_CONDITION_NODES) {
-    if (w.nodes === MAX_CONDITION_NODES + 1) {
-      _issue(w, path, `the condition has more than ${MAX_CONDITION_NODES} nodes`);
+  if (w.nodes > w.maxNodes) {
+    if (w.nodes === w.maxNodes + 1) {
+      _issue(w, path, `the condition has more than ${w.maxNodes} nodes${w.limitNote}`);
     }
     return;
   }

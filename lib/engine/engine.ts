@@ -40,7 +40,8 @@ export interface Engine {
   checkEvent(event: IngestEvent): { status: number; error: string } | null;
   /**
    * Applies a batch in one transaction, idempotently by event id. Permanent per-event failures
-   * are results with a 4xx status; a thrown error means nothing was stored and a retry may work.
+   * (a schema problem, or values the store refuses) are results with a 4xx status and the
+   * others apply; a thrown error means nothing was stored and a retry may work.
    * Past `deadline` (epoch ms) it throws and stores nothing.
    */
   applyEvents(batch: EventBatch, options?: { deadline?: number }): Promise<ApplyResult[]>;

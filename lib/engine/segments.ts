@@ -37,6 +37,8 @@ export function segmentId(scope: string, keyOrName: string): string {
 /**
  * Prepares a caller's condition for storage (spec 4.8): strip every scope predicate (a foreign
  * one too), validate what remains against the public vocabulary, then AND-inject the brand's.
+ * The result is validated as the compiler will (limits included), so a stored segment always
+ * compiles.
  */
 export function scopedCondition(raw: unknown, scope: string, path = "$.condition"): Condition {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
@@ -50,7 +52,11 @@ export function scopedCondition(raw: unknown, scope: string, path = "$.condition
       "condition is empty once the scope predicate is removed",
     );
   }
-  return injectScopePredicate(parseCondition(stripped, { itemType: "profile", root: path }), scope);
+  const condition = injectScopePredicate(
+    parseCondition(stripped, { itemType: "profile", root: path, scopeInjected: true }),
+    scope,
+  );
+  return parseCondition(condition, { itemType: "profile", root: path, allowScope: true });
 }
 
 /** Stores a new segment; 409 when its id exists. */
@@ -185,61 +191,72 @@ export interface ExportPage {
   lines: ReadableStream<Uint8Array>;
 }
 
+let _exports = 0;
+
 /**
  * Opens one export page of at most `limit` members after `after`. The condition is evaluated
- * once, under `timeoutMs`: the page (plus one row, to learn whether more remain) is computed into
- * a held scroll cursor on a reserved connection, so X-Next-Cursor is known before the body and
- * the body is read back from that result, never recomputed. No transaction stays open while the
- * lines are read; the connection is released when they end or are cancelled.
+ * once, under `timeoutMs`: the page (plus one row, to learn whether more remain) is computed
+ * into a held scroll cursor on a reserved connection, so X-Next-Cursor is known before the body
+ * and the body is read back from that result, never recomputed. No transaction stays open while
+ * the lines are read; the connection is released, and `onClose` called, when they end or are
+ * cancelled, or when opening fails.
  */
 export async function openExport(
   sql: Sql,
   segment: SegmentView,
-  page: { after?: string; limit: number; now: Date; timeoutMs: number },
+  page: { after?: string; limit: number; now: Date; timeoutMs: number; onClose?: () => void },
 ): Promise<ExportPage> {
-  const conn = await sql.reserve();
+  let conn: Awaited<ReturnType<Sql["reserve"]>> | undefined;
+  // Embedded PGlite serves every connection from one session, where a held cursor's name must
+  // be unique. MOVE, FETCH and CLOSE take no parameters: the name is ours, never input text.
+  const cursor = `export_page_${++_exports}`;
   let state: "transaction" | "held" | "closed" = "transaction";
   const close = async () => {
     if (state === "closed") return;
     const was = state;
     state = "closed";
     try {
-      await conn.unsafe(was === "transaction" ? "rollback" : "close export_page");
+      if (conn) await conn.unsafe(was === "transaction" ? "rollback" : `close ${cursor}`);
     } finally {
-      conn.release();
+      conn?.release();
+      page.onClose?.();
     }
   };
   try {
+    conn = await sql.reserve();
     await conn`begin read only`;
-    // The whole page is read at once (MOVE ALL), so plan for all rows, not a cursor's first
-    // tenth: a fast-start plan was twice as slow here.
+    await conn`select set_config('statement_timeout', ${String(page.timeoutMs)}, true)`;
+    // A held cursor is computed when its transaction commits, and statement_timeout does not
+    // apply to a COMMIT. So the page is computed by the MOVE below, a statement it bounds, into
+    // a materialized CTE (planned for all its rows); at commit the cursor rewinds that CTE's
+    // stored rows (a CTE scan is rescanned from its store) and copies them: the condition is
+    // never evaluated again.
     await conn`
-      select set_config('statement_timeout', ${String(page.timeoutMs)}, true),
-             set_config('cursor_tuple_fraction', '1', true)`;
-    await conn`
-      declare export_page scroll cursor with hold for
-      select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit from profiles p
-      where ${_members(sql, segment, page.now, page.after)}
-      order by p.item_id
-      limit ${page.limit + 1}`;
-    // A held cursor is computed in full when its transaction commits, and then read from that
-    // result: moving back and forth through it never evaluates the condition again (an open
-    // cursor over an index scan would re-run it on every move).
-    await conn`commit`;
-    state = "held";
-    const found = (await conn`move forward all in export_page`).count;
+      declare ${sql(cursor)} scroll cursor with hold for
+      with page as materialized (
+        select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit
+        from profiles p
+        where ${_members(sql, segment, page.now, page.after)}
+        order by p.item_id
+        limit ${page.limit + 1})
+      select * from page`;
+    const found = (await conn.unsafe(`move forward all in ${cursor}`)).count;
     const size = Math.min(found, page.limit);
     const [last] = size === 0
       ? []
-      : await conn.unsafe<{ item_id: string }[]>(_fetch("absolute", size));
-    await conn`move absolute 0 in export_page`;
+      : await conn.unsafe<{ item_id: string }[]>(`fetch absolute ${_count(size)} from ${cursor}`);
+    await conn.unsafe(`move absolute 0 in ${cursor}`);
+    await conn`commit`;
+    state = "held";
     let sent = 0;
     const encoder = new TextEncoder();
     const lines = new ReadableStream<Uint8Array>({
       async pull(controller) {
         try {
           const rows = sent < size
-            ? await conn.unsafe<_ExportRow[]>(_fetch("forward", Math.min(1000, size - sent)))
+            ? await conn!.unsafe<_ExportRow[]>(
+              `fetch forward ${_count(Math.min(1000, size - sent))} from ${cursor}`,
+            )
             : [];
           if (rows.length === 0) {
             await close();
@@ -265,10 +282,10 @@ export async function openExport(
   }
 }
 
-/** FETCH takes no parameters: its count is a checked integer of ours, never input text. */
-function _fetch(direction: "absolute" | "forward", count: number): string {
+/** A row count for MOVE or FETCH, which take no parameters: a checked integer of ours. */
+function _count(count: number): number {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`bad fetch count ${count}`);
-  return `fetch ${direction} ${count} from export_page`;
+  return count;
 }
 
 type _ExportRow = {

@@ -235,6 +235,85 @@ Deno.test("cli: deadletter list shows what the forwarder gave up on; replay appl
   });
 });
 
+Deno.test("cli: deadletter show prints a letter's events; replay --events applies the operator's fix", async () => {
+  await withStores(async (env) => {
+    const config = loadConfig(env);
+    const newId = monotonicFactory();
+    const good = { id: newId(), eventType: "page_viewed", profileId: "fix_1" };
+    const poison = {
+      id: newId(),
+      eventType: "page_viewed",
+      profileId: "fix_2",
+      properties: { title: "a\u0000b" },
+    };
+    const message: EventsMessage = {
+      kind: "events",
+      id: newId(),
+      brandId: "brand_fix",
+      batch: {
+        scope: "fix.myshopify.com",
+        source: "server",
+        receivedAt: "2026-11-21T12:00:00Z",
+        events: [good, poison],
+      },
+    };
+    const kv = await Deno.openKv(config.kvPath);
+    await writeDeadLetter(kv, message, "retries exhausted", new Date("2026-11-21T12:00:01Z"));
+    kv.close();
+
+    // Replayed as it is, the valid event applies and the letter keeps the poison one alone.
+    const first = json(await runCli(["deadletter", "replay", "--id", message.id], env));
+    const [outcome] = first.replayed as { applied: number; failed: { error: string }[] }[];
+    assert.equal(outcome!.applied, 1);
+    assert.match(outcome!.failed[0]!.error, /unsupported Unicode escape sequence.*22P05/);
+    const shown = json(await runCli(["deadletter", "show", "--id", message.id], env));
+    assert.deepEqual(shown, {
+      id: message.id,
+      brand: "brand_fix",
+      scope: "fix.myshopify.com",
+      source: "server",
+      reason: `${poison.id}: 400 ${outcome!.failed[0]!.error}`,
+      failed_at: shown.failed_at,
+      events: [poison],
+    });
+
+    // The operator edits what `show` printed and gives it back; a bad edit changes nothing.
+    const file = `${await Deno.makeTempDir()}/letter.json`;
+    await Deno.writeTextFile(file, JSON.stringify(shown));
+    const refused = await runCli(
+      ["deadletter", "replay", "--id", message.id, "--events", file],
+      env,
+    );
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /\$\.events\[0\]\.properties\.title: contains NUL/);
+    await Deno.writeTextFile(
+      file,
+      JSON.stringify({ ...shown, events: [{ ...poison, properties: { title: "ab" } }] }),
+    );
+    const fixed = json(
+      await runCli(["deadletter", "replay", "--id", message.id, "--events", file], env),
+    );
+    assert.deepEqual(fixed, { replayed: [{ id: message.id, applied: 1, failed: [] }] });
+    assert.deepEqual(json(await runCli(["deadletter", "list"], env)), { deadLetters: [] });
+    const gone = await runCli(["deadletter", "show", "--id", message.id], env);
+    assert.equal(gone.code, 1);
+    assert.match(gone.stderr, /no dead letter/);
+    const usage = await runCli(["deadletter", "replay", "--all", "--events", file], env);
+    assert.equal(usage.code, 2);
+
+    const stores = await openStores(config, { serve: false });
+    try {
+      const rows = await stores.sql`select id, properties from events order by id`;
+      assert.deepEqual(rows.map((r) => [r.id, r.properties]), [
+        [good.id, {}],
+        [poison.id, { title: "ab" }],
+      ]);
+    } finally {
+      await stores.close();
+    }
+  });
+});
+
 Deno.test("cli: usage prints a brand's request counts per day and route family", async () => {
   await withStores(async (env) => {
     const brand = json(

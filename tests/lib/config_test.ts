@@ -121,3 +121,16 @@ Deno.test("config: other invalid values name their variable; several are all nam
   assertInvalid({ CURSOR_TTL_SECONDS: "10" }, "CURSOR_TTL_SECONDS");
   assertInvalid({ PORT: "x", DATABASE_URL: "y" }, "PORT", "DATABASE_URL");
 });
+
+Deno.test("config: BODY_READ_TIMEOUT_MS and INGEST_MAX_BACKLOG have defaults and are checked", () => {
+  const defaults = loadConfig({});
+  assert.equal(defaults.bodyReadTimeoutMs, 30_000);
+  assert.equal(defaults.ingestMaxBacklog, 1_000_000);
+  const set = loadConfig({ BODY_READ_TIMEOUT_MS: "5000", INGEST_MAX_BACKLOG: "250" });
+  assert.equal(set.bodyReadTimeoutMs, 5000);
+  assert.equal(set.ingestMaxBacklog, 250);
+  assertInvalid({ BODY_READ_TIMEOUT_MS: "0" }, "BODY_READ_TIMEOUT_MS");
+  assertInvalid({ BODY_READ_TIMEOUT_MS: "soon" }, "BODY_READ_TIMEOUT_MS");
+  assertInvalid({ INGEST_MAX_BACKLOG: "0" }, "INGEST_MAX_BACKLOG");
+  assertInvalid({ INGEST_MAX_BACKLOG: "1.5" }, "INGEST_MAX_BACKLOG");
+});

@@ -86,6 +86,29 @@ Deno.test("toHttpError: anything else is an opaque 500 that does not leak the me
   }
 });
 
+Deno.test("toHttpError: a database that is down, restarting or out of time is a retryable 503", () => {
+  const codes = ["ECONNREFUSED", "ECONNRESET", "CONNECTION_CLOSED", "57P01", "57P03", "08006"];
+  for (const code of [...codes, "57014"]) {
+    const mapped = toHttpError(Object.assign(new Error(`driver says ${code}`), { code }));
+    assert.equal(mapped.status, 503, code);
+    assert.equal(mapped.code, "upstream_unavailable", code);
+    assert.equal(mapped.headers["Retry-After"], "1", code);
+  }
+  assert.match(toHttpError({ code: "57014" }).message, /time budget/);
+});
+
+Deno.test("toHttpError: a value PostgreSQL refuses (class 22) is a 400 naming the problem", () => {
+  const refused = Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
+    code: "22021",
+  });
+  const mapped = toHttpError(refused);
+  assert.equal(mapped.status, 400);
+  assert.equal(mapped.code, "bad_request");
+  assert.match(mapped.message, /invalid byte sequence/);
+  // Other SQLSTATEs stay opaque.
+  assert.equal(toHttpError({ code: "42P01" }).status, 500);
+});
+
 Deno.test("onError: writes exactly error and error_description, and copies the headers", async () => {
   const app = throwingApp(() =>
     new HttpError(429, "rate_limited", "Rate limit exceeded", {

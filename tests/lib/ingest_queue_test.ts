@@ -7,13 +7,17 @@ import {
   type IngestEvent,
 } from "../../lib/engine/engine.ts";
 import {
+  admitToBacklog,
   chunkEvents,
   enqueueBatch,
   type EventsMessage,
   getDeadLetter,
   isEventsMessage,
   listDeadLetters,
+  readBacklog,
   replayDeadLetter,
+  retireBacklogMessage,
+  retireUndelivered,
   storedSizeBound,
   storedSizeBoundWith,
   writeDeadLetter,
@@ -415,7 +419,7 @@ Deno.test("replayDeadLetter: applies a wrapper letter and deletes it; other lett
   });
 });
 
-Deno.test("replayDeadLetter: a still-failing event keeps the letter with the new reason; valid events apply", async () => {
+Deno.test("replayDeadLetter: a still-failing event keeps the letter, with only it and the new reason; valid events apply", async () => {
   await withStores(async (deps, sql) => {
     const good = event({ profileId: "p1" });
     const bad = event({ eventType: "not_registered", profileId: "p2" });
@@ -434,7 +438,10 @@ Deno.test("replayDeadLetter: a still-failing event keeps the letter with the new
 
     const kept = await getDeadLetter(deps.kv, message.id);
     assert.ok(kept);
-    assert.deepEqual(kept.letter.message, message);
+    assert.deepEqual(kept.letter.message, {
+      ...message,
+      batch: { ...message.batch, events: [bad] },
+    });
     assert.equal(kept.letter.reason, `${bad.id}: 400 ${outcome.failed[0]!.error}`);
     assert.equal(kept.letter.failedAt, deps.now().toISOString());
 
@@ -443,6 +450,44 @@ Deno.test("replayDeadLetter: a still-failing event keeps the letter with the new
     assert.equal(again?.failed.length, 1);
     assert.deepEqual(await storedEventIds(sql), [good.id]);
     assert.ok(await getDeadLetter(deps.kv, message.id));
+  });
+});
+
+Deno.test("replayDeadLetter: given events replace the letter's; each keeps a letter event's id", async () => {
+  await withStores(async (deps, sql) => {
+    const poison = event({ profileId: "p1", properties: { v: "a\u0000" } });
+    const hopeless = event({ profileId: "p2", timeStamp: "0000-01-01T00:00:00Z" });
+    const message = messageOf([poison, hopeless]);
+    await writeDeadLetter(deps.kv, message, "r", new Date(0));
+
+    // A new id, or one given twice, is refused before anything applies.
+    const stranger = event({ profileId: "p3" });
+    await assert.rejects(
+      replayDeadLetter(deps, message.id, { events: [stranger] }),
+      new RegExp(`event ${stranger.id} is not in dead letter ${message.id}`),
+    );
+    const fixed = { ...poison, properties: { v: "a" } };
+    await assert.rejects(
+      replayDeadLetter(deps, message.id, { events: [fixed, fixed] }),
+      /given twice/,
+    );
+    assert.deepEqual(await storedEventIds(sql), []);
+
+    // A fix that still fails keeps the letter, now holding the fix.
+    const stillBad = { ...poison, properties: { v: "b\u0000" } };
+    const first = await replayDeadLetter(deps, message.id, { events: [stillBad, hopeless] });
+    assert.equal(first?.applied, 0);
+    assert.deepEqual(first?.failed.map((f) => f.eventId), [poison.id, hopeless.id]);
+    assert.deepEqual(
+      (await getDeadLetter(deps.kv, message.id))?.letter.message.batch.events,
+      [stillBad, hopeless],
+    );
+
+    // The fixed event applies; the hopeless one, left out, is dropped with the letter.
+    const outcome = await replayDeadLetter(deps, message.id, { events: [fixed] });
+    assert.deepEqual(outcome, { id: message.id, applied: 1, failed: [] });
+    assert.deepEqual(await storedEventIds(sql), [poison.id]);
+    assert.equal(await getDeadLetter(deps.kv, message.id), null);
   });
 });
 
@@ -632,4 +677,100 @@ Deno.test("storedSizeBound: the same figure as a per-character scan, short text 
   // And twice in a row (the scan keeps a global regular expression's position between calls).
   assert.equal(storedSizeBound(null, "1 2 3"), referenceBound("1 2 3"));
   assert.equal(storedSizeBound(null, "1 2 3"), referenceBound("1 2 3"));
+});
+
+// --- the backlog ---
+
+Deno.test("backlog: an enqueue counts its events in its own commit; a refused one counts none", async () => {
+  await withKv(async (kv) => {
+    assert.equal(await readBacklog(kv), 0);
+    await enqueueBatch(kv, { brandId: "b", batch: batchOf([event(), event()]), newId: seqId });
+    // Several messages (large events) are one count of all their events.
+    const large = Array.from({ length: 5 }, () => bigEvent(20_000));
+    await enqueueBatch(kv, { brandId: "b", batch: batchOf(large), newId: seqId });
+    assert.equal(await readBacklog(kv), 7);
+    const tooBig = Array.from({ length: 50 }, () => bigEvent(30_000));
+    await assert.rejects(enqueueBatch(kv, { brandId: "b", batch: batchOf(tooBig), newId: seqId }));
+    assert.equal(await readBacklog(kv), 7);
+  });
+});
+
+Deno.test("backlog: a finished message is counted out once, however often it is retired", async () => {
+  await withKv(async (kv) => {
+    const ids: string[] = [];
+    const newId = () => {
+      const id = seqId("msg");
+      ids.push(id);
+      return id;
+    };
+    await enqueueBatch(kv, { brandId: "b", batch: batchOf([event(), event(), event()]), newId });
+    await enqueueBatch(kv, { brandId: "b", batch: batchOf([event()]), newId });
+    assert.equal(ids.length, 2);
+    assert.equal(await readBacklog(kv), 4);
+    assert.equal(await retireBacklogMessage(kv, ids[0]!), true);
+    assert.equal(await readBacklog(kv), 1);
+    // A redelivered message finishes again: nothing more is counted.
+    assert.equal(await retireBacklogMessage(kv, ids[0]!), false);
+    await Promise.all([retireBacklogMessage(kv, ids[1]!), retireBacklogMessage(kv, ids[1]!)]);
+    assert.equal(await readBacklog(kv), 0);
+    // A message this service never counted (enqueued before the backlog existed) is no error.
+    assert.equal(await retireBacklogMessage(kv, "unknown"), false);
+    assert.equal(await readBacklog(kv), 0);
+  });
+});
+
+Deno.test("backlog: a message KV dead-letters after its retries is counted out by the sweep, once", async () => {
+  await withKv(async (kv) => {
+    const attempts: unknown[] = [];
+    const listening = kv.listenQueue((message) => {
+      attempts.push(message);
+      throw new Error("the database is down");
+    });
+    const batch = batchOf([event(), event()]);
+    const ids: string[] = [];
+    const newId = () => {
+      ids.push(seqId("msg"));
+      return ids.at(-1)!;
+    };
+    await enqueueBatch(kv, { brandId: "b", batch, newId, backoffMs: [10] });
+    await eventually(async () => (await getDeadLetter(kv, ids[0]!)) !== null);
+    // KV gave up: the dead letter is there for replay, and the events still count.
+    assert.equal(await readBacklog(kv), 2);
+    assert.equal(await retireUndelivered(kv), 1);
+    assert.equal(await readBacklog(kv), 0);
+    assert.equal(await retireUndelivered(kv), 0);
+    assert.equal(await readBacklog(kv), 0);
+    assert.ok(await getDeadLetter(kv, ids[0]!), "the dead letter stays for replay");
+    assert.ok(attempts.length >= 2, "delivered, then retried once");
+    kv.close();
+    await listening;
+  });
+});
+
+Deno.test("admitToBacklog: refuses at the bound, counts its own admissions at once, admits again when the backlog falls", async () => {
+  await withKv(async (kv) => {
+    const first = await admitToBacklog(kv, 50, 100);
+    assert.ok(first);
+    first.settle(true);
+    const second = await admitToBacklog(kv, 50, 100);
+    assert.ok(second);
+    // Within the cache interval the process still knows what it admitted itself.
+    assert.equal(await admitToBacklog(kv, 1, 100), null);
+    // An admission whose enqueue failed gives its room back.
+    second.settle(false);
+    const third = await admitToBacklog(kv, 50, 100);
+    assert.ok(third);
+    third.settle(false);
+    // Another process fills the queue: seen once the cached figure expires.
+    const ids: string[] = [];
+    const newId = () => {
+      ids.push(seqId("msg"));
+      return ids.at(-1)!;
+    };
+    const full = Array.from({ length: 100 }, () => event());
+    await enqueueBatch(kv, { brandId: "b", batch: batchOf(full), newId });
+    await eventually(async () => (await admitToBacklog(kv, 1, 100)) === null);
+    for (const id of ids) await retireBacklogMessage(kv, id);
+    await eventually(async () => (await admitToBacklog(kv, 1, 100)) !== null);
+  });
 });

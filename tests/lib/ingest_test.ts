@@ -10,6 +10,7 @@ import {
   MAX_SYNC_BATCH,
   parseIngestEvent,
   parseJsonBody,
+  parseQueuedEvents,
   scopeBindingPaths,
   validateBatch,
 } from "../../lib/ingest.ts";
@@ -406,6 +407,228 @@ Deno.test("validateBatch: every problem of an event is reported", () => {
   );
 });
 
+// --- what storage cannot hold (NUL, lone surrogates, out-of-range times, inexact numbers) ---
+
+/** Validates a body given as its raw JSON text, as the route reads it from bytes. */
+function validateText(text: string) {
+  return validateBatch(parseJsonBody(new TextEncoder().encode(text)), {
+    maxEvents: MAX_ASYNC_BATCH,
+    tooLargeCode: "batch_too_large",
+    newId: counter().newId,
+  });
+}
+
+/** A body's text: `{"events":[...]}` around events given as JSON text. */
+function eventsText(...events: string[]): string {
+  return `{"events":[${events.join(",")}]}`;
+}
+
+const VALID = `{"eventType":"page_viewed","profileId":"p1"}`;
+
+Deno.test("validateBatch: NUL in a string or a key is rejected at its JSON path; the valid events are accepted", () => {
+  const { accepted, rejected } = validateText(eventsText(
+    VALID,
+    String.raw`{"eventType":"page_viewed","profileId":"p1","properties":{"name":"a\u0000b"}}`,
+    String
+      .raw`{"eventType":"page_viewed","profileId":"p1","properties":{"ok":1,"a\u0000":{"b":[1]}}}`,
+    String
+      .raw`{"eventType":"page_viewed","profileId":"p\u0000","flattenedProperties":{"x":["\u0000"]},"target":{"itemId":"i","itemType":"t","properties":{"k":"\u0000"}}}`,
+    VALID,
+  ));
+  assert.deepEqual(accepted.map((a) => a.index), [0, 4]);
+  assert.deepEqual(rejected, [
+    {
+      index: 1,
+      errors: [{
+        path: "$.events[1].properties.name",
+        message: "contains NUL (U+0000), which cannot be stored",
+      }],
+    },
+    {
+      index: 2,
+      errors: [{
+        path: String.raw`$.events[2].properties["a\u0000"]`,
+        message: "key contains NUL (U+0000), which cannot be stored",
+      }],
+    },
+    {
+      index: 3,
+      errors: [
+        "$.events[3].profileId",
+        "$.events[3].flattenedProperties.x[0]",
+        "$.events[3].target.properties.k",
+      ].map((path) => ({ path, message: "contains NUL (U+0000), which cannot be stored" })),
+    },
+  ]);
+});
+
+Deno.test("validateBatch: an unpaired surrogate in a string or a key is rejected at its JSON path", () => {
+  const lone =
+    "contains an unpaired UTF-16 surrogate (not a Unicode character), which cannot be stored";
+  const { accepted, rejected } = validateText(eventsText(
+    String.raw`{"eventType":"page_viewed","profileId":"p1","properties":{"s":"x\ud800"}}`,
+    String.raw`{"eventType":"page_viewed","profileId":"p1","properties":{"s":"\uDC00x"}}`,
+    String.raw`{"eventType":"page_viewed","profileId":"p1","properties":{"\uDBFF":1}}`,
+    String.raw`{"eventType":"page_viewed","profileId":"p1","sessionId":"\udfff\ud800"}`,
+    // A pair, escaped or as itself, is one character: fine.
+    String
+      .raw`{"eventType":"page_viewed","profileId":"p1","properties":{"s":"\ud83d\ude00😀","\uD83D\uDE00":1}}`,
+  ));
+  assert.deepEqual(accepted.map((a) => a.index), [4]);
+  assert.deepEqual(rejected.map((r) => r.errors), [
+    [{ path: "$.events[0].properties.s", message: lone }],
+    [{ path: "$.events[1].properties.s", message: lone }],
+    [{ path: String.raw`$.events[2].properties["\udbff"]`, message: `key ${lone}` }],
+    [{ path: "$.events[3].sessionId", message: lone }],
+  ]);
+  // Text decoded from bytes is always well-formed; a caller's own text may hold one as itself.
+  const raw = validate({ events: [ev({ properties: { s: "a\ud800" } })] });
+  assert.deepEqual(raw.rejected[0]!.errors, [{ path: "$.events[0].properties.s", message: lone }]);
+});
+
+Deno.test("validateBatch: a timeStamp outside years 0001 to 9999 in UTC is rejected; the bounds are fine", () => {
+  for (
+    const timeStamp of [
+      "0000-01-01T00:00:00Z",
+      "0000-12-31T23:59:59.999Z",
+      // An offset can carry a four-digit year past either end.
+      "0001-01-01T00:30:00+01:00",
+      "9999-12-31T23:30:00-01:00",
+    ]
+  ) {
+    assert.deepEqual(errorsOf(ev({ timeStamp })), [{
+      path: "$.events[0].timeStamp",
+      message: "must lie, in UTC, between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z",
+    }], timeStamp);
+  }
+  for (
+    const timeStamp of [
+      "0001-01-01T00:00:00Z",
+      "0001-01-01T00:30:00-01:00",
+      "9999-12-31T23:59:59.999Z",
+      "9999-12-31T23:30:00+01:00",
+      "1970-01-01T00:00:00Z",
+    ]
+  ) {
+    assertAccepted(ev({ timeStamp }), timeStamp);
+  }
+});
+
+Deno.test("validateBatch: a number storage would not keep as written is rejected at its path", () => {
+  const { accepted, rejected } = validateText(eventsText(
+    `{"eventType":"page_viewed","profileId":"p1","properties":{"id":12345678901234567890}}`,
+    `{"eventType":"page_viewed","profileId":"p1","properties":{"a":[1, -9007199254740993]}}`,
+    `{"eventType":"page_viewed","profileId":"p1","properties":{"big":1e400,"tiny":1e-400}}`,
+    `{"eventType":"page_viewed","profileId":"p1","properties":{"pi":3.14159265358979323846}}`,
+    `{"eventType":"page_viewed","profileId":"p1","properties":{"split":1234567.8901234567891}}`,
+    // Exact whatever their size or spelling: kept.
+    `{"eventType":"page_viewed","profileId":"p1","properties":{"max":9007199254740991,` +
+      `"min":-9007199254740991,"e":1e20,"f":1.5E+300,"g":0.1,"h":1.50,"i":-0,"j":100000000000000000000,` +
+      `"k":0.000000000000000001,"l":123456789.1234567}}`,
+  ));
+  assert.deepEqual(accepted.map((a) => a.index), [5]);
+  assert.deepEqual(rejected.map((r) => r.errors), [
+    [{
+      path: "$.events[0].properties.id",
+      message: "the number 12345678901234567890 cannot be stored exactly " +
+        "(it would be stored as 12345678901234567000); send it as a string",
+    }],
+    [{
+      path: "$.events[1].properties.a[1]",
+      message: "the number -9007199254740993 cannot be stored exactly " +
+        "(it would be stored as -9007199254740992); send it as a string",
+    }],
+    [
+      {
+        path: "$.events[2].properties.big",
+        message: "the number 1e400 is out of range; send it as a string",
+      },
+      {
+        path: "$.events[2].properties.tiny",
+        message: "the number 1e-400 cannot be stored exactly (it would be stored as 0); " +
+          "send it as a string",
+      },
+    ],
+    [{
+      path: "$.events[3].properties.pi",
+      message: "the number 3.14159265358979323846 cannot be stored exactly " +
+        "(it would be stored as 3.141592653589793); send it as a string",
+    }],
+    [{
+      path: "$.events[4].properties.split",
+      message: "the number 1234567.8901234567891 cannot be stored exactly " +
+        "(it would be stored as 1234567.8901234567); send it as a string",
+    }],
+  ]);
+});
+
+Deno.test("validateBatch: storage problems and schema problems of an event are reported together", () => {
+  const { accepted, rejected } = validateText(eventsText(
+    String.raw`{"eventType":"1x","profileId":"p1","properties":{"s":"\u0000"}}`,
+  ));
+  assert.equal(accepted.length, 0);
+  assert.deepEqual(rejected[0]!.errors.map((e) => e.path), [
+    "$.events[0].properties.s",
+    "$.events[0].eventType",
+  ]);
+});
+
+Deno.test("validateBatch: an event reports at most 20 storage problems", () => {
+  const strings = Array.from({ length: 30 }, (_, i) => `"k${i}":"\\u0000"`).join(",");
+  const { rejected } = validateText(
+    eventsText(`{"eventType":"page_viewed","profileId":"p1","properties":{${strings}}}`),
+  );
+  assert.equal(rejected[0]!.errors.length, 20);
+  assert.equal(rejected[0]!.errors[19]!.path, "$.events[0].properties.k19");
+});
+
+Deno.test("validateBatch: escapes that only look suspect (an escaped backslash) are accepted", () => {
+  const { accepted, rejected } = validateText(eventsText(
+    String
+      .raw`{"eventType":"page_viewed","profileId":"p1","properties":{"s":"\\u0000 \\ud800","t":"1e5"}}`,
+  ));
+  assert.deepEqual(rejected, []);
+  assert.deepEqual(accepted[0]!.event.properties, { s: String.raw`\u0000 \ud800`, t: "1e5" });
+});
+
+Deno.test("parseQueuedEvents: reads an operator's events with their ids; refuses what the edge refuses", () => {
+  const events = [
+    { id: "e1", eventType: "page_viewed", profileId: "p1", timeStamp: "2026-01-02T03:04:05Z" },
+    { id: "e2", eventType: "view", profileId: "p2", properties: { a: 1 } },
+  ];
+  assert.deepEqual(parseQueuedEvents(JSON.stringify(events)), events);
+  // As `deadletter show` prints a letter: its events array is read, the other fields ignored.
+  assert.deepEqual(parseQueuedEvents(JSON.stringify({ id: "L", reason: "r", events })), events);
+
+  const refused = (text: string) => {
+    try {
+      parseQueuedEvents(text);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    assert.fail(`accepted ${text}`);
+  };
+  assert.equal(
+    refused(String.raw`{"events":[{"id":"e1","eventType":"page_viewed","profileId":"p\u0000"}]}`),
+    "$.events[0].profileId: contains NUL (U+0000), which cannot be stored",
+  );
+  assert.match(
+    refused(`[{"eventType":"page_viewed","profileId":"p1","timeStamp":"0000-01-01T00:00:00Z"}]`),
+    /^\$\[0\]\.timeStamp: must lie, in UTC, between .*; \$\[0\]\.id: /,
+  );
+  assert.match(refused(`[{"id":"e1","eventType":"a","profileId":"p","n":1}]`), /\$\[0\]: /);
+  assert.match(
+    refused(`[{"id":"e1","eventType":"a","profileId":"p","properties":{"n":1e999}}]`),
+    /^\$\[0\]\.properties\.n: the number 1e999 is out of range/,
+  );
+  assert.match(
+    refused(`{"events":[{"id":"e1","eventType":"a","profileId":"p","properties":{"scope":"x"}}]}`),
+    /^\$\.events\[0\]\.properties\.scope: scope is bound/,
+  );
+  assert.match(refused("{"), /not valid JSON/);
+  assert.match(refused(`{"id":"L"}`), /a JSON array of events/);
+});
+
 /** An event whose JSON is exactly `bytes` UTF-8 bytes (padding with ASCII). */
 function eventOfBytes(bytes: number): Record<string, unknown> {
   const base = new TextEncoder().encode(JSON.stringify(ev({ properties: { pad: "" } }))).length;
@@ -674,6 +897,12 @@ const TIMESTAMPS = [
   "2026-13-01T00:00:00Z",
   "2026-00-01T00:00:00Z",
   "0000-01-01T00:00:00Z",
+  "0001-01-01T00:00:00Z",
+  "0001-01-01T00:30:00+01:00",
+  "0001-01-01T00:30:00-01:00",
+  "9999-12-31T23:59:59.999Z",
+  "9999-12-31T23:30:00-01:00",
+  "9999-12-31T23:30:00+01:00",
   "+002026-01-02T03:04:05Z",
   "20260102T030405Z",
   "2026-01-02",

@@ -81,6 +81,34 @@ Deno.test("session token: wrong audience, dest or iss is refused", async () => {
   await rejects(await signSessionToken(claims({ dest: undefined }), SECRET), /same shop/);
 });
 
+Deno.test("session token: dest and iss must be exactly https://<shop> (no port, user info)", async () => {
+  const shop = "acme.myshopify.com";
+  const variants = [
+    `https://${shop}:443`,
+    `https://${shop}:8443`,
+    `https://evil@${shop}`,
+    `https://evil:pw@${shop}`,
+    `https://${shop}.`,
+    `https://ACME.myshopify.com`,
+    ` https://${shop}`,
+    `https://${shop}?x=1`,
+    `https://${shop}#x`,
+    `https://${shop}/`,
+  ];
+  for (const dest of variants) {
+    await rejects(await signSessionToken(claims({ dest }), SECRET), /same shop/);
+  }
+  for (const dest of variants) {
+    const iss = dest.endsWith("/") ? `${dest}admin` : `${dest}/admin`;
+    if (iss === `https://${shop}/admin`) continue;
+    await rejects(await signSessionToken(claims({ iss }), SECRET), /same shop/);
+  }
+  await rejects(
+    await signSessionToken(claims({ iss: `https://${shop}/admin/` }), SECRET),
+    /same shop/,
+  );
+});
+
 Deno.test("session token: alg none, other algorithms and bad signatures are refused", async () => {
   const encode = (v: unknown) =>
     btoa(JSON.stringify(v)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");

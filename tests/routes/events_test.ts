@@ -509,6 +509,90 @@ Deno.test("ingest sync: past the budget it is 503 upstream_unavailable; nothing 
   }, { SYNC_BUDGET_MS: "200" });
 });
 
+Deno.test("ingest async: values storage cannot hold are rejected per event with their paths; the rest is queued", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    // As a client sends it: escapes in the body's text.
+    const res = await post(
+      ctx,
+      brand.key,
+      String.raw`{"events":[
+        {"eventType":"page_viewed","profileId":"ok_1"},
+        {"eventType":"page_viewed","profileId":"p","properties":{"name":"a\u0000b"}},
+        {"eventType":"page_viewed","profileId":"p","properties":{"k\u0000":1}},
+        {"eventType":"page_viewed","profileId":"p","properties":{"s":"\ud800"}},
+        {"eventType":"page_viewed","profileId":"p","timeStamp":"0000-01-01T00:00:00Z"},
+        {"eventType":"page_viewed","profileId":"p","properties":{"id":9007199254740993}},
+        {"eventType":"page_viewed","profileId":"ok_2","properties":{"s":"\ud83d\ude00"}}
+      ]}`,
+    );
+    assert.equal(res.status, 202);
+    const body = await res.json();
+    assert.equal(body.accepted, 2);
+    assert.deepEqual(
+      body.rejected.map((r: Rejection) => [r.index, r.errors.map((e) => e.path)]),
+      [
+        [1, ["$.events[1].properties.name"]],
+        [2, [String.raw`$.events[2].properties["k\u0000"]`]],
+        [3, ["$.events[3].properties.s"]],
+        [4, ["$.events[4].timeStamp"]],
+        [5, ["$.events[5].properties.id"]],
+      ],
+    );
+    assert.match(body.rejected[0].errors[0].message, /NUL/);
+    assert.match(body.rejected[2].errors[0].message, /unpaired UTF-16 surrogate/);
+    assert.match(body.rejected[4].errors[0].message, /cannot be stored exactly/);
+    await eventually(() => queue.seen.length === 1);
+    assert.deepEqual(queue.seen[0]!.batch.events.map((e) => e.profileId), ["ok_1", "ok_2"]);
+    ctx.kv.close();
+    await queue.listening;
+  });
+});
+
+Deno.test("ingest sync: an event the database refuses is a per-event 400 in results; the others apply (200, not 503)", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    // A rule of the database's that the edge knows nothing of, raising a data exception.
+    await ctx.sql`
+      create function refuse_poison() returns trigger language plpgsql as $$
+      begin
+        if new.profile_id = 'poison' then
+          raise exception 'profile id refused by a rule' using errcode = '22023';
+        end if;
+        return new;
+      end $$`;
+    await ctx.sql`
+      create trigger refuse_poison before insert on events
+      for each row execute function refuse_poison()`;
+    const res = await post(ctx, brand.key, {
+      events: [
+        view("ok_1"),
+        view("poison"),
+        view("ok_2", { properties: { v: "\u0000" } }),
+        view("ok_3"),
+      ],
+    }, "?sync=true");
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.equal(body.accepted, 3);
+    assert.deepEqual(body.rejected, [{
+      index: 2,
+      errors: [{
+        path: "$.events[2].properties.v",
+        message: "contains NUL (U+0000), which cannot be stored",
+      }],
+    }]);
+    assert.deepEqual(body.results, [
+      { index: 0, ok: true, status: 200, result: { updated: 0, processedItems: 1 } },
+      { index: 1, ok: false, status: 400, error: "profile id refused by a rule (SQLSTATE 22023)" },
+      { index: 3, ok: true, status: 200, result: { updated: 0, processedItems: 1 } },
+    ]);
+    const stored = await ctx.sql`select profile_id from events order by profile_id`;
+    assert.deepEqual(stored.map((r) => r.profile_id), ["ok_1", "ok_3"]);
+  });
+});
+
 Deno.test("ingest sync: its own throttle answers 429 sync_throttled with Retry-After", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();

@@ -197,3 +197,33 @@ Deno.test("pixel events never upgrade a server profile's provenance", async () =
     assert.equal(row!.provenance, "server");
   });
 });
+
+Deno.test("pixel proxy: values storage cannot hold are rejected per event with their paths", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    const res = await pixel(
+      ctx,
+      brand.scope!,
+      String.raw`{"events":[
+        {"eventType":"page_viewed","profileId":"anon_1","properties":{"url":"https://x/\u0000"}},
+        {"eventType":"page_viewed","profileId":"anon_2","properties":{"url":"https://x/y"}},
+        {"eventType":"page_viewed","profileId":"anon_3","properties":{"url":"https://x/\udc00"}}
+      ]}`,
+    );
+    assert.equal(res.status, 202);
+    const body = await res.json();
+    assert.equal(body.accepted, 1);
+    assert.deepEqual(
+      body.rejected.map((r: { index: number; errors: { path: string }[] }) => [
+        r.index,
+        r.errors.map((e) => e.path),
+      ]),
+      [[0, ["$.events[0].properties.url"]], [2, ["$.events[2].properties.url"]]],
+    );
+    await eventually(() => queue.seen.length === 1);
+    assert.deepEqual(queue.seen[0]!.batch.events.map((e) => e.profileId), ["anon_2"]);
+    ctx.kv.close();
+    await queue.listening;
+  });
+});

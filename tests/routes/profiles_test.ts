@@ -318,3 +318,35 @@ Deno.test("profiles routes: auth, scope and methods", async () => {
     );
   });
 });
+
+Deno.test("profiles routes: a NUL or an unpaired surrogate in the path or query is 400", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    for (
+      const path of [
+        "/cdp/profiles/a%00b",
+        "/cdp/profiles/%00",
+        "/cdp/profiles/a%00b/events",
+        "/cdp/profiles/a%00b/sessions",
+        "/cdp/profiles?q=%00",
+        "/cdp/profiles?q=a%00b&limit=5",
+        "/cdp/profiles/store_a_1/events?eventType=%00",
+        "/cdp/profiles?%00=1",
+      ]
+    ) {
+      const res = await ctx.request(path, a.key);
+      assert.equal(res.status, 400, path);
+      const error = await errorBody(res);
+      assert.equal(error.error, "bad_request", path);
+      assert.match(error.error_description, /NUL character or an unpaired surrogate/);
+    }
+    // Percent-escapes that are not UTF-8 (a surrogate's CESU-8 bytes) stay escaped, as text.
+    for (const path of ["/cdp/profiles/%ED%A0%80", "/cdp/profiles?q=%ED%A0%80"]) {
+      const res = await ctx.request(path, a.key);
+      assert.ok(res.status === 200 || res.status === 404, `${path}: ${res.status}`);
+      await res.body?.cancel();
+    }
+    // A profile id with an ordinary escape is still found.
+    assert.equal((await ctx.request("/cdp/profiles/store%5Fa%5F1", a.key)).status, 200);
+  });
+});

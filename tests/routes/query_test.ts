@@ -125,6 +125,51 @@ Deno.test("query: unknown itemType is 404; scope references and bad conditions a
   });
 });
 
+Deno.test("query: a NUL or an unpaired surrogate in a condition or the URL is 400, never 502", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    for (const bad of ["a\u0000b", "\ud800", "x\udc00"]) {
+      const cases: [string, unknown, string][] = [
+        ["profile/count", {
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "properties.email",
+            comparisonOperator: "equals",
+            propertyValue: bad,
+          },
+        }, "$.condition.parameterValues.propertyValue"],
+        ["event/count", {
+          type: "eventTypeCondition",
+          parameterValues: { eventTypeId: bad },
+        }, "$.condition.parameterValues.eventTypeId"],
+        ["event/count", {
+          type: "eventPropertyCondition",
+          parameterValues: {
+            propertyName: `properties.${bad}`,
+            comparisonOperator: "exists",
+          },
+        }, "$.condition.parameterValues.propertyName"],
+      ];
+      for (const [path, condition, where] of cases) {
+        const res = await query(ctx, a.key, path, { condition });
+        assert.equal(res.status, 400, `${path} ${JSON.stringify(condition)}`);
+        const error = await errorBody(res);
+        assert.equal(error.error, "invalid_condition");
+        assert.ok(error.error_description.includes(where), error.error_description);
+      }
+    }
+    const urls: [string, unknown][] = [
+      ["profile/properties.a%00/metrics", { metrics: ["sum"] }],
+      ["event/count?x=%00", {}],
+    ];
+    for (const [path, body] of urls) {
+      const res = await query(ctx, a.key, path, body);
+      assert.equal(res.status, 400, path);
+      assert.equal((await errorBody(res)).error, "bad_request");
+    }
+  });
+});
+
 Deno.test("query metrics: sum, avg, min, max over numbers only; the allowlist holds", async () => {
   await withContext(async (ctx) => {
     const { a } = await seed(ctx);
@@ -254,6 +299,6 @@ Deno.test("query: past its time budget a query answers 503, never hangs", {
     release();
     await locking;
     assert.equal(res.status, 503);
-    assert.equal((await errorBody(res)).error, "service_unavailable");
+    assert.equal((await errorBody(res)).error, "upstream_unavailable");
   }, { QUERY_TIMEOUT_MS: "200" });
 });

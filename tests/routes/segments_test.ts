@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { errorBody, type TestContext, withContext } from "../test_support.ts";
+import { DATABASE_URL, errorBody, type TestContext, withContext } from "../test_support.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
 
@@ -362,5 +362,233 @@ Deno.test("export: NDJSON lines, X-Next-Cursor only while members remain, past 1
     assert.equal(none.headers.get("x-next-cursor"), null);
     // B's export never holds A's profiles.
     assert.equal(await (await ctx.request(`/cdp/segments/${bRef.id}/export`, b.key)).text(), "");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Bounded work and unstorable strings (issue 14)
+
+const regex = (pattern: string) => ({
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.email",
+    comparisonOperator: "matchesRegex",
+    propertyValue: pattern,
+  },
+});
+
+const branches = (n: number) => ({
+  type: "booleanCondition",
+  parameterValues: { operator: "or", subConditions: Array.from({ length: n }, () => hasEmail) },
+});
+
+/** Resolves with `promise`, or rejects once `ms` have passed (a hang fails the test). */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+Deno.test(
+  "export, members and count: past QUERY_TIMEOUT_MS 503 with Retry-After, the statement cancelled on the server",
+  {
+    // PGlite runs in this thread and does not enforce statement_timeout: nothing can interrupt it.
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    await withContext(async (ctx) => {
+      const a = await ctx.seedBrand();
+      // Few rows, slow to match: this regex costs tens of microseconds per 200-character email,
+      // seconds in all, against a budget of 200 ms.
+      await ctx.sql`
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      select ${a.scope}, 'p' || n, jsonb_build_object('shopDomain', ${a.scope}::text,
+               'email', 'user' || n || '@example.com' || repeat('x', 200)), 'server', now(), now()
+      from generate_series(1, 60000) as n`;
+      const slow = regex("([a-z0-9]{1,50}){1,20}q");
+      const ref = await (await post(ctx, a.key, "/cdp/segments", { name: "Slow", condition: slow }))
+        .json();
+      const responses = [
+        await ctx.request(`/cdp/segments/${ref.id}/export`, a.key),
+        await ctx.request(`/cdp/segments/${ref.id}/members`, a.key),
+        await post(ctx, a.key, "/cdp/query/profile/count", { condition: slow }),
+      ];
+      for (const res of responses) {
+        assert.equal(res.status, 503, res.url);
+        assert.ok(Number(res.headers.get("retry-after")) >= 1, res.url);
+        await errorBody(res);
+      }
+      // statement_timeout stopped each statement on the server: nothing of this database runs.
+      const [running] = await ctx.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and state <> 'idle' and pid <> pg_backend_pid()`;
+      assert.equal(running!.n, 0);
+      // The permits and connections came back: a cheap export of the brand still runs.
+      const all = await (await post(ctx, a.key, "/cdp/segments", {
+        name: "All",
+        condition: { type: "matchAllCondition", parameterValues: {} },
+      })).json();
+      const cheap = await ctx.request(`/cdp/segments/${all.id}/export?limit=3`, a.key);
+      assert.equal(cheap.status, 200);
+      assert.equal((await cheap.text()).trimEnd().split("\n").length, 3);
+    }, { QUERY_TIMEOUT_MS: "200" });
+  },
+);
+
+Deno.test("heavy reads: one brand runs at most half the pool at once; past it 429, other brands unaffected", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seed(ctx);
+    const segA = await (await post(ctx, a.key, "/cdp/segments", { name: "A", condition: hasEmail }))
+      .json();
+    const segB = await (await post(ctx, b.key, "/cdp/segments", { name: "B", condition: hasEmail }))
+      .json();
+    // The test pool has 4 connections: 2 heavy reads per brand. An export holds its permit (and
+    // its connection) until its body is read.
+    const open = [
+      await ctx.request(`/cdp/segments/${segA.id}/export`, a.key),
+      await ctx.request(`/cdp/segments/${segA.id}/export`, a.key),
+    ];
+    assert.deepEqual(open.map((r) => r.status), [200, 200]);
+    const refused = [
+      await ctx.request(`/cdp/segments/${segA.id}/export`, a.key),
+      await ctx.request(`/cdp/segments/${segA.id}/members`, a.key),
+      await post(ctx, a.key, "/cdp/query/profile/count", {}),
+      await post(ctx, a.key, "/cdp/query/event/properties.total/metrics", { metrics: ["sum"] }),
+    ];
+    for (const res of refused) {
+      assert.equal(res.status, 429, res.url);
+      assert.equal(res.headers.get("retry-after"), "1");
+      assert.equal((await errorBody(res)).error, "rate_limited");
+    }
+    // Another brand reads meanwhile.
+    const countB = await post(ctx, b.key, "/cdp/query/profile/count", {});
+    assert.deepEqual(await countB.json(), { itemType: "profile", count: 1, scope: b.scope });
+    const exportB = await ctx.request(`/cdp/segments/${segB.id}/export`, b.key);
+    assert.equal(exportB.status, 200);
+    assert.equal((await exportB.text()).trimEnd().split("\n").length, 1);
+    // A body read to its end, or cancelled, gives its permit back.
+    assert.equal((await open[0]!.text()).trimEnd().split("\n").length, 2);
+    assert.equal((await post(ctx, a.key, "/cdp/query/profile/count", {})).status, 200);
+    await open[1]!.body!.cancel();
+    const again = await Promise.all([
+      ctx.request(`/cdp/segments/${segA.id}/members`, a.key),
+      ctx.request(`/cdp/segments/${segA.id}/export`, a.key),
+    ]);
+    assert.deepEqual(again.map((r) => r.status), [200, 200]);
+    await Promise.all(again.map((r) => r.text()));
+  });
+});
+
+Deno.test("export: HEAD answers the headers and gives its connection and permit back", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    const ref = await (await post(ctx, a.key, "/cdp/segments", { name: "A", condition: hasEmail }))
+      .json();
+    // More HEADs than the pool has connections and the brand has permits.
+    for (let i = 0; i < 5; i++) {
+      const head = await within(
+        ctx.request(`/cdp/segments/${ref.id}/export?limit=1`, a.key, { method: "HEAD" }),
+        10_000,
+        `HEAD ${i}`,
+      );
+      assert.equal(head.status, 200);
+      assert.ok(head.headers.get("x-next-cursor"));
+      assert.equal(head.body, null);
+    }
+    const get = await within(ctx.request(`/cdp/segments/${ref.id}/export`, a.key), 10_000, "GET");
+    assert.equal((await get.text()).trimEnd().split("\n").length, 2);
+  });
+});
+
+Deno.test("segments: a condition over the limits once the scope predicate is added is refused when saved", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    // 199 branches were saved, then every export was 400 once the predicate was injected.
+    const created = await post(ctx, a.key, "/cdp/segments", {
+      name: "Wide",
+      condition: branches(199),
+    });
+    assert.equal(created.status, 400);
+    const error = await errorBody(created);
+    assert.equal(error.error, "invalid_condition");
+    assert.match(error.error_description, /\$\.condition\.parameterValues\.subConditions\[197\]/);
+    // The widest accepted condition exports; an update past the limit is refused and keeps it.
+    const ref = await (await post(ctx, a.key, "/cdp/segments", {
+      name: "Widest",
+      condition: branches(197),
+    })).json();
+    assert.equal(
+      (await put(ctx, a.key, `/cdp/segments/${ref.id}`, {
+        condition: branches(199),
+      })).status,
+      400,
+    );
+    const exported = await ctx.request(`/cdp/segments/${ref.id}/export`, a.key);
+    assert.equal(exported.status, 200);
+    assert.equal((await exported.text()).trimEnd().split("\n").length, 2);
+  });
+});
+
+Deno.test("segments: a NUL or an unpaired surrogate anywhere is 400, never saved", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    const equals = (propertyName: string, propertyValue: string) => ({
+      type: "profilePropertyCondition",
+      parameterValues: { propertyName, comparisonOperator: "equals", propertyValue },
+    });
+    const ref = await (await post(ctx, a.key, "/cdp/segments", { name: "Ok", condition: hasEmail }))
+      .json();
+    for (const bad of ["a\u0000b", "\ud800", "x\udc00"]) {
+      const conditions: [unknown, string][] = [
+        [equals("properties.email", bad), "$.condition.parameterValues.propertyValue"],
+        [equals(`properties.${bad}`, "x"), "$.condition.parameterValues.propertyName"],
+        [regex(bad), "$.condition.parameterValues.propertyValue"],
+      ];
+      for (const [condition, path] of conditions) {
+        for (
+          const res of [
+            await post(ctx, a.key, "/cdp/segments", { name: "Bad", condition }),
+            await put(ctx, a.key, `/cdp/segments/${ref.id}`, { condition }),
+            await post(ctx, a.key, "/cdp/query/profile/count", { condition }),
+          ]
+        ) {
+          assert.equal(res.status, 400, `${res.url} ${JSON.stringify(condition)}`);
+          const error = await errorBody(res);
+          assert.equal(error.error, "invalid_condition");
+          assert.ok(error.error_description.includes(path), error.error_description);
+        }
+      }
+      for (
+        const body of [
+          { name: bad, condition: hasEmail },
+          { name: "Bad", key: bad, condition: hasEmail },
+          { name: "Bad", description: bad, condition: hasEmail },
+        ]
+      ) {
+        const res = await post(ctx, a.key, "/cdp/segments", body);
+        assert.equal(res.status, 400, JSON.stringify(body));
+        assert.equal((await errorBody(res)).error, "bad_request");
+      }
+    }
+    // Nothing was saved but the valid segment, and it still exports.
+    const list = await (await ctx.request("/cdp/segments", a.key)).json();
+    assert.deepEqual(list.list.map((s: { id: string }) => s.id), [ref.id]);
+    assert.equal((await ctx.request(`/cdp/segments/${ref.id}/export`, a.key)).status, 200);
+    for (
+      const path of [
+        "/cdp/segments/a%00b",
+        "/cdp/segments/a%00b/members",
+        "/cdp/segments/a%00b/export",
+        `/cdp/segments/${ref.id}/export?cursor=%00`,
+        `/cdp/segments/${ref.id}/members?cursor=x%00`,
+        "/cdp/segments?limit=1&x%00=1",
+      ]
+    ) {
+      const res = await ctx.request(path, a.key);
+      assert.equal(res.status, 400, path);
+      assert.equal((await errorBody(res)).error, "bad_request");
+    }
   });
 });

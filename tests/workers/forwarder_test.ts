@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { loadConfig } from "../../lib/config.ts";
-import type { Sql } from "../../lib/db.ts";
+import { connectPostgres, type Sql } from "../../lib/db.ts";
 import {
   createEmbeddedEngine,
   type EventBatch,
@@ -11,10 +11,13 @@ import {
   enqueueBatch,
   type EventsMessage,
   listDeadLetters,
+  readBacklog,
   replayDeadLetter,
 } from "../../lib/ingest_queue.ts";
+import { migrate } from "../../lib/migrations.ts";
 import { openStores } from "../../lib/stores.ts";
 import { createQueueHandler, startForwarder } from "../../workers/forwarder.ts";
+import { privatePostgresUnavailable, startPrivatePostgres } from "../faults/private_postgres.ts";
 import { DATABASE_URL, eventually, freshDatabase, testClock } from "../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
@@ -137,6 +140,49 @@ Deno.test("forwarder: a message that always fails ends in the dead letter; repla
     kv.close();
     await listening;
     await gone.close().catch(() => {});
+  });
+});
+
+Deno.test("forwarder: a poison event queued past the edge is dead-lettered alone with the database's message", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const listening = startForwarder({ kv, engine, now: clock.now });
+    // As an older version, or a hand-made message, might have queued it: no edge check.
+    const poison: IngestEvent = {
+      id: newId(),
+      eventType: "page_viewed",
+      profileId: "p2",
+      properties: { title: "a\u0000b" },
+    };
+    const { batch } = message([pageView("p1"), poison, pageView("p3")]);
+    // A long retry schedule: a message that threw would not reach the dead letter in this test.
+    await enqueueBatch(kv, { brandId: "brand_1", batch, newId, backoffMs: [60_000] });
+    await eventually(async () => (await listDeadLetters(kv)).length === 1);
+    const stored = await sql`select id from events order by id`;
+    assert.deepEqual(stored.map((r) => r.id), [batch.events[0]!.id, batch.events[2]!.id]);
+    const [letter] = await listDeadLetters(kv);
+    assert.deepEqual(letter!.message.batch.events, [poison]);
+    assert.equal(
+      letter!.reason,
+      `${poison.id}: 400 unsupported Unicode escape sequence: \\u0000 cannot be converted to ` +
+        "text. (SQLSTATE 22P05)",
+    );
+    assert.equal(letter!.failedAt, clock.now().toISOString());
+
+    // Replayed as it is, it fails again and stays; fixed, it applies once and the letter goes.
+    const deps = { kv, engine, now: clock.now };
+    const unchanged = await replayDeadLetter(deps, letter!.id);
+    assert.equal(unchanged?.failed[0]?.eventId, poison.id);
+    assert.equal((await listDeadLetters(kv)).length, 1);
+    const fixed = { ...poison, properties: { title: "ab" } };
+    const outcome = await replayDeadLetter(deps, letter!.id, { events: [fixed] });
+    assert.deepEqual(outcome, { id: letter!.id, applied: 1, failed: [] });
+    assert.deepEqual(await listDeadLetters(kv), []);
+    const [row] = await sql`select properties from events where id = ${poison.id}`;
+    assert.deepEqual(row!.properties, { title: "ab" });
+    assert.equal(await eventCount(sql), 3);
+    kv.close();
+    await listening;
   });
 });
 
@@ -298,4 +344,105 @@ Deno.test("forwarder: with a wake-up, a listener on another handle of the store 
       await Deno.remove(file).catch(() => {});
     }
   }
+});
+
+Deno.test("forwarder: a finished message leaves the backlog, applied or dead-lettered, once", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const handle = createQueueHandler({ kv, engine, now: clock.now });
+    const received: EventsMessage[] = [];
+    const listening = kv.listenQueue((m) => void received.push(m as EventsMessage));
+    const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p1" };
+    const events = [pageView("p1"), pageView("p2"), bad];
+    await enqueueBatch(kv, { brandId: "brand_1", batch: message(events).batch, newId });
+    await enqueueBatch(kv, { brandId: "brand_1", batch: message([pageView("p3")]).batch, newId });
+    await eventually(() => received.length === 2);
+    // KV does not promise to deliver the two in the order they were enqueued.
+    const [first, second] = received[0]!.batch.events.length === 3
+      ? [received[0]!, received[1]!]
+      : [received[1]!, received[0]!];
+    assert.equal(await readBacklog(kv), 4);
+    await handle(first);
+    assert.equal(await readBacklog(kv), 1);
+    // Redelivered after it finished (a crash before KV's acknowledgement): counted out once.
+    await handle(structuredClone(first));
+    assert.equal(await readBacklog(kv), 1);
+    assert.equal((await listDeadLetters(kv)).length, 1);
+    await handle(second);
+    assert.equal(await readBacklog(kv), 0);
+    assert.equal(await eventCount(sql), 3);
+    kv.close();
+    await listening;
+  });
+});
+
+Deno.test("forwarder: a message that fails stays in the backlog until it is finished", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const down = await freshDatabase();
+    await down.sql.end();
+    const failing = createQueueHandler({
+      kv,
+      engine: createEmbeddedEngine({ sql: down.sql, now: clock.now }),
+      now: clock.now,
+    });
+    const received: EventsMessage[] = [];
+    const listening = kv.listenQueue((m) => void received.push(m as EventsMessage));
+    await enqueueBatch(kv, { brandId: "brand_1", batch: message([pageView("p1")]).batch, newId });
+    await eventually(() => received.length === 1);
+    await assert.rejects(failing(received[0]!));
+    await down.close().catch(() => {});
+    assert.equal(await readBacklog(kv), 1);
+    await createQueueHandler({
+      kv,
+      engine: createEmbeddedEngine({ sql, now: clock.now }),
+      now: clock.now,
+    })(
+      received[0]!,
+    );
+    assert.equal(await readBacklog(kv), 0);
+    kv.close();
+    await listening;
+  });
+});
+
+Deno.test({
+  name: "forwarder: a message waits for an unreachable database instead of using up its retries",
+  ignore: privatePostgresUnavailable() !== null,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const pg = await startPrivatePostgres();
+    const kv = await Deno.openKv(":memory:");
+    let sql: Sql | undefined;
+    try {
+      const setup = connectPostgres(pg.url, 1);
+      await migrate(setup);
+      await setup.end();
+      sql = connectPostgres(pg.url, 2);
+      const clock = testClock();
+      const engine = createEmbeddedEngine({ sql, now: clock.now });
+      const listening = startForwarder({ kv, engine, now: clock.now });
+      await pg.stop("fast");
+      const batch: EventBatch = {
+        scope: SCOPE,
+        source: "server",
+        receivedAt: "2026-11-21T12:00:00Z",
+        events: [pageView("p1"), pageView("p2")],
+      };
+      // Two quick retries: without the wait, the message is dead-lettered well within the outage.
+      await enqueueBatch(kv, { brandId: "brand_1", batch, newId, backoffMs: [50, 50] });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await pg.start();
+      await eventually(async () => (await eventCount(sql!)) === 2, 20_000);
+      assert.deepEqual(await listDeadLetters(kv), []);
+      kv.close();
+      await listening;
+    } finally {
+      try {
+        kv.close();
+      } catch { /* closed above */ }
+      await sql?.end({ timeout: 1 });
+      await pg.remove();
+    }
+  },
 });

@@ -1,13 +1,17 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { defaultSessionId, mergeProfiles } from "../../../lib/engine/apply_events.ts";
+import {
+  dataErrorMessage,
+  defaultSessionId,
+  mergeProfiles,
+} from "../../../lib/engine/apply_events.ts";
 import {
   createEmbeddedEngine,
   type Engine,
   type EventBatch,
   type IngestEvent,
 } from "../../../lib/engine/engine.ts";
-import type { Sql } from "../../../lib/db.ts";
+import { databaseFailure, type Sql } from "../../../lib/db.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
@@ -436,4 +440,146 @@ Deno.test("engine: plain and update batches agree on a session shared by several
       );
     }
   });
+});
+
+// --- values the database refuses (a second line behind the edge's checks) ---
+
+/** The error of a failed result (fails the test on a success). */
+function errorOf(result: { ok: boolean; error?: string } | undefined): string {
+  assert.ok(result && !result.ok, JSON.stringify(result));
+  return result.error!;
+}
+
+Deno.test("engine: events the database refuses fail alone with its message; the others apply", async () => {
+  await withEngine(async (engine, sql) => {
+    const events = [
+      event({ profileId: "a", sessionId: "s1", timeStamp: "2026-11-21T10:00:00Z" }),
+      event({ profileId: "a", properties: { name: "x\u0000y" } }),
+      event({ profileId: "b", properties: { ["k\u0000"]: 1 } }),
+      event({ profileId: "b", sessionId: "s2", timeStamp: "2026-11-21T10:00:01Z" }),
+      event({ profileId: "c", properties: { s: "\ud800" } }),
+      event({ profileId: "d", timeStamp: "0000-01-01T00:00:00Z" }),
+      event({ profileId: "d", timeStamp: "9999-12-31T23:30:00-01:00" }),
+      event({ profileId: "d", timeStamp: "not a time" }),
+      update("a", { update: { "properties.email": "a@example.com" } }),
+      update("b", { update: { "properties.bad": "\u0000" } }),
+      event({ profileId: "e\u0000" }),
+      event({ profileId: "f", target: { itemId: "\udc00", itemType: "product" } }),
+    ];
+    const results = await engine.applyEvents(batch(events));
+    assert.deepEqual(results.map((r) => r.ok), [
+      true,
+      false,
+      false,
+      true,
+      false,
+      false,
+      false,
+      false,
+      true,
+      false,
+      false,
+      false,
+    ]);
+    const nul =
+      /^unsupported Unicode escape sequence: \\u0000 cannot be converted to text\. \(SQLSTATE 22P05\)$/;
+    const lone =
+      /^invalid input syntax for type json: Unicode low surrogate must follow a high surrogate\. \(SQLSTATE 22P02\)$/;
+    for (const i of [1, 2, 9, 10]) assert.match(errorOf(results[i]), nul, `${i}`);
+    for (const i of [4, 11]) assert.match(errorOf(results[i]), lone, `${i}`);
+    assert.equal(
+      errorOf(results[5]),
+      'date/time field value out of range: "0000-01-01T00:00:00.000Z" (SQLSTATE 22008)',
+    );
+    assert.match(errorOf(results[6]), /\+010000-01-01T00:30:00\.000Z.*\(SQLSTATE 22009\)$/);
+    assert.equal(errorOf(results[7]), 'timeStamp "not a time" is not a date-time');
+    for (const i of [1, 2, 4, 5, 6, 7, 9, 10, 11]) assert.equal(results[i]!.status, 400);
+    assert.deepEqual(results[8], {
+      ok: true,
+      status: 200,
+      result: { updated: 1, processedItems: 1 },
+    });
+
+    const stored = await sql`select id from events where scope = ${SCOPE} order by id`;
+    assert.deepEqual(stored.map((r) => r.id), [events[0]!.id, events[3]!.id, events[8]!.id]);
+    assert.equal((await profile(sql, "a"))!.properties.email, "a@example.com");
+    assert.deepEqual((await profile(sql, "b"))!.properties, { shopDomain: SCOPE });
+    assert.equal(await profile(sql, "c"), undefined);
+    assert.equal(await profile(sql, "d"), undefined);
+
+    // Redelivered: the same refusals, nothing stored or counted twice.
+    const visits = async () =>
+      (await sql`select item_id, nb_of_visits from profiles where scope = ${SCOPE} order by 1`)
+        .map((r) => `${r.item_id}:${r.nb_of_visits}`);
+    const before = await visits();
+    const again = await engine.applyEvents(batch(structuredClone(events)));
+    assert.deepEqual(again.map((r) => r.ok), results.map((r) => r.ok));
+    assert.deepEqual(again.filter((r) => r.ok).map((r) => r.ok && r.result.processedItems), [
+      0,
+      0,
+      0,
+    ]);
+    assert.equal(await count(sql, "events"), 3);
+    assert.deepEqual(await visits(), before);
+  });
+});
+
+Deno.test("engine: a batch of one refused event is a 400 result, not an error", async () => {
+  await withEngine(async (engine, sql) => {
+    const results = await engine.applyEvents(
+      batch([event({ profileId: "p", properties: { v: "\u0000" } })]),
+    );
+    assert.equal(results.length, 1);
+    assert.equal(results[0]!.status, 400);
+    assert.match(errorOf(results[0]), /SQLSTATE 22P05/);
+    assert.equal(await count(sql, "events"), 0);
+  });
+});
+
+Deno.test("engine: a constraint the edge does not know (check violation) refuses only its events", async () => {
+  await withEngine(async (engine, sql) => {
+    await sql`alter table events add constraint no_poison check (profile_id <> 'poison')`;
+    const events = [
+      event({ profileId: "p1" }),
+      event({ profileId: "poison" }),
+      event({ profileId: "p2" }),
+      update("poison", { update: { "properties.k": 1 } }),
+      update("p3", { update: { "properties.k": 1 } }),
+    ];
+    const results = await engine.applyEvents(batch(events));
+    assert.deepEqual(results.map((r) => r.status), [200, 400, 200, 400, 200]);
+    assert.match(errorOf(results[1]), /violates check constraint "no_poison".*\(SQLSTATE 23514\)$/);
+    assert.equal(await count(sql, "events"), 3);
+    assert.equal((await profile(sql, "p3"))!.properties.k, 1);
+  });
+});
+
+Deno.test("engine: isolating refused events stays under the deadline; a timeout still throws and stores nothing", async () => {
+  await withEngine(async (engine, sql) => {
+    await sql`
+      create function slow_insert() returns trigger language plpgsql as $$
+      begin perform pg_sleep(0.3); return new; end $$`;
+    await sql`create trigger slow before insert on events for each row execute function slow_insert()`;
+    // The first attempt fails at once on the NUL; the parts then run into the statement timeout.
+    await assert.rejects(
+      engine.applyEvents(
+        batch([
+          event({ profileId: "p1" }),
+          event({ profileId: "p2", properties: { v: "\u0000" } }),
+        ]),
+        { deadline: Date.now() + 150 },
+      ),
+      (err: unknown) => databaseFailure(err) !== "data",
+    );
+    assert.equal(await count(sql, "events"), 0);
+    assert.equal(await count(sql, "profiles"), 0);
+  });
+});
+
+Deno.test("dataErrorMessage: the database's message with its detail and SQLSTATE, bounded", () => {
+  assert.equal(
+    dataErrorMessage({ message: "m", detail: "d", code: "22P05" }),
+    "m: d (SQLSTATE 22P05)",
+  );
+  assert.equal(dataErrorMessage({ message: "x".repeat(600), code: "22P05" }).length, 500);
 });

@@ -481,6 +481,79 @@ Deno.test("conditions: depth and size limits", () => {
   });
 });
 
+Deno.test("conditions: scopeInjected leaves the scope predicate its level and nodes", () => {
+  const chain = (levels: number): Condition => {
+    let node = matchAll;
+    for (let i = 1; i < levels; i++) node = not(node);
+    return node;
+  };
+  const injected = (raw: unknown) =>
+    validateCondition(raw, { itemType: "profile", scopeInjected: true });
+  const branches = (n: number) => or(...Array.from({ length: n }, () => matchAll));
+  const note = " (the scope predicate the service adds takes the rest)";
+  // The largest trees accepted stay within the limits once the predicate is AND-injected, as
+  // the compiler validates them.
+  for (const raw of [branches(197), chain(9)]) {
+    assert.equal(injected(raw).ok, true);
+    const full = validateCondition(injectScopePredicate(raw as Condition, A), {
+      itemType: "profile",
+      allowScope: true,
+    });
+    assert.equal(full.ok, true);
+  }
+  // One more is refused up front instead of failing once injected (199 branches: spec issue 14).
+  for (const n of [198, 199]) {
+    assert.deepEqual(injected(branches(n)), {
+      ok: false,
+      issues: [{
+        path: "$.parameterValues.subConditions[197]",
+        message: `the condition has more than 198 nodes${note}`,
+      }],
+    });
+  }
+  assert.deepEqual(injected(chain(10)), {
+    ok: false,
+    issues: [{
+      path: "$" + ".parameterValues.subCondition".repeat(9),
+      message: `nested deeper than 9 levels${note}`,
+    }],
+  });
+  // Without the option the limits are the compiler's own.
+  assertValid(branches(199));
+  assertValid(chain(10));
+});
+
+Deno.test("conditions: a NUL or an unpaired surrogate is refused wherever a string is taken", () => {
+  const bad = ["a\0b", "\ud800", "x\udc00y", "\udc00\ud800"];
+  const message = "must not contain a NUL character or an unpaired surrogate";
+  for (const text of bad) {
+    const cases: [Condition, string, ItemType?][] = [
+      [
+        prop("properties.email", "equals", { propertyValue: text }),
+        ".parameterValues.propertyValue",
+      ],
+      [
+        prop("properties.tags", "in", { propertyValues: ["ok", text] }),
+        ".parameterValues.propertyValues[1]",
+      ],
+      [
+        prop("properties.email", "matchesRegex", { propertyValue: text }),
+        ".parameterValues.propertyValue",
+      ],
+      [prop(`properties.${text}`, "exists"), ".parameterValues.propertyName"],
+      [prop("properties.email", text), ".parameterValues.comparisonOperator"],
+      [eventType(text), ".parameterValues.eventTypeId", "event"],
+      [past(eventType("order"), { fromDate: text }), ".parameterValues.fromDate"],
+      [{ type: text, parameterValues: {} }, ".type"],
+    ];
+    for (const [raw, path, itemType] of cases) {
+      assert.deepEqual(issues(raw, itemType), [{ path: `$${path}`, message }], JSON.stringify(raw));
+    }
+  }
+  // A well-formed pair (an emoji) is an ordinary character.
+  assertValid(prop("properties.email", "equals", { propertyValue: "a\ud83d\ude00b" }));
+});
+
 Deno.test("conditions: every issue of a tree is reported at once, with JSON paths", () => {
   const tree = {
     type: "booleanCondition",

@@ -16,7 +16,7 @@ import {
   updateSegment,
 } from "../../../lib/engine/segments.ts";
 import { HttpError } from "../../../lib/errors.ts";
-import { freshDatabase } from "../../test_support.ts";
+import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
 const B = "other.myshopify.com";
@@ -153,6 +153,33 @@ Deno.test("scopedCondition: strips any scope predicate and injects the scope's o
   for (const raw of [null, "x", [HAS_EMAIL], scopePredicate(B)]) {
     assert.throws(() => scopedCondition(raw, A), isHttp(400), JSON.stringify(raw));
   }
+});
+
+Deno.test("scopedCondition: a tree over the limits once injected is refused when saved", async () => {
+  const branches = (n: number) => ({
+    type: "booleanCondition",
+    parameterValues: { operator: "or", subConditions: Array.from({ length: n }, () => HAS_EMAIL) },
+  });
+  // 199 branches pass the caller's validation alone, but not once the predicate is injected.
+  assert.throws(
+    () => scopedCondition(branches(199), A),
+    (err: unknown) =>
+      err instanceof HttpError && err.status === 400 && err.code === "invalid_condition" &&
+      err.message.includes("$.condition.parameterValues.subConditions[197]"),
+  );
+  // The largest accepted tree is one the export can compile and run.
+  const view: SegmentView = {
+    id: "seg",
+    name: "s",
+    scope: A,
+    condition: scopedCondition(branches(197), A),
+  };
+  await withSeeded(async (sql) => {
+    assert.deepEqual(
+      (await exportPage(sql, view, { limit: 10 })).lines.map((l) => l.id),
+      ["p01", "p03", "p05", "p06"],
+    );
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -532,6 +559,26 @@ Deno.test("openExport: a cancelled body gives the connection back", async () => 
   });
 });
 
+Deno.test("openExport: pages open at once each keep their own rows", async () => {
+  await withSeeded(async (sql) => {
+    // Embedded PGlite serves all connections from one session, where held cursors share names.
+    const first = await openExport(sql, segment(MATCH_ALL), {
+      limit: 2,
+      now: NOW,
+      timeoutMs: 5000,
+    });
+    const second = await openExport(sql, segment(olderThan(25)), {
+      limit: 10,
+      now: NOW,
+      timeoutMs: 5000,
+    });
+    const ids = async (page: { lines: ReadableStream<Uint8Array> }) =>
+      (await readText(page.lines)).trimEnd().split("\n").map((l) => JSON.parse(l).id);
+    assert.deepEqual(await ids(second), ["p03", "p04", "p05", "p07"]);
+    assert.deepEqual(await ids(first), ["p01", "p02"]);
+  });
+});
+
 Deno.test("openExport: a condition Postgres cannot evaluate is 502 upstream_error", async () => {
   await withSeeded(async (sql) => {
     // Valid for the validator (99 * 99 expansions), too complex for Postgres.
@@ -551,6 +598,45 @@ Deno.test("openExport: a condition Postgres cannot evaluate is 502 upstream_erro
     // The failed page left no transaction behind.
     assert.equal(await countMembers(sql, segment(MATCH_ALL), NOW, 100), 7);
   });
+});
+
+Deno.test("openExport: the condition runs under timeoutMs and is cancelled on the server", {
+  // PGlite runs in this thread and does not enforce statement_timeout: nothing can interrupt it.
+  ignore: !DATABASE_URL,
+}, async () => {
+  const db = await freshDatabase();
+  try {
+    const { sql } = db;
+    // Few rows, slow to match: this regex costs tens of microseconds per 200-character email.
+    await sql`
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      select ${A}, 'p' || n, jsonb_build_object('shopDomain', ${A}::text,
+               'email', 'user' || n || '@example.com' || repeat('x', 200)), 'server', now(), now()
+      from generate_series(1, 60000) as n`;
+    const view = segment({
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "([a-z0-9]{1,50}){1,20}q",
+      },
+    });
+    let closed = 0;
+    await assert.rejects(
+      openExport(sql, view, { limit: 10, now: NOW, timeoutMs: 200, onClose: () => closed++ }),
+      (err: unknown) => (err as { code?: string }).code === "57014",
+    );
+    assert.equal(closed, 1);
+    // The server stopped the statement itself: nothing of this database is still running.
+    const [running] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and state <> 'idle' and pid <> pg_backend_pid()`;
+    assert.equal(running!.n, 0);
+    // And the connection went back to the pool, out of its transaction.
+    assert.equal(await countMembers(sql, segment(MATCH_ALL), NOW, 100_000), 60_000);
+  } finally {
+    await db.close();
+  }
 });
 
 Deno.test("exportLine: id, provenance, present identity fields, visit dates", () => {
