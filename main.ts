@@ -1,10 +1,17 @@
-import { createApp } from "./lib/app.ts";
+/**
+ * The service's entry (`deno task dev`): config, stores, the app, the forwarder, `Deno.serve`
+ * and a bounded shutdown (docs/operations.md).
+ *
+ * @module
+ */
+import { createApp } from "./routes/app.ts";
 import { loadConfig } from "./lib/config.ts";
-import { createEmbeddedEngine } from "./lib/engine/engine.ts";
+import { log } from "./lib/log.ts";
+import { createEmbeddedEngine } from "./lib/engine/embedded.ts";
 import { ulidSource } from "./lib/ids.ts";
-import { startStatisticsRefresh } from "./lib/statistics.ts";
-import { openStores } from "./lib/stores.ts";
-import { startForwarder } from "./workers/forwarder.ts";
+import { startStatisticsRefresh } from "./lib/store/statistics.ts";
+import { openStores } from "./lib/store/stores.ts";
+import { startForwarder } from "./lib/ingest/forwarder.ts";
 
 const config = loadConfig(Deno.env.toObject());
 const stores = await openStores(config, { serve: true });
@@ -28,25 +35,18 @@ const stopStatistics = stores.database.mode === "embedded-owner"
   ? startStatisticsRefresh({
     sql: stores.sql,
     intervalMs: 10 * 60_000,
-    onError: (err) =>
-      console.error(JSON.stringify({
-        level: "error",
-        message: "statistics refresh failed",
-        error: String(err),
-      })),
+    onError: (err) => log("error", "statistics refresh failed", { error: String(err) }),
   })
   : () => Promise.resolve();
 
 const server = Deno.serve({
   port: config.port,
   onListen: ({ hostname, port }) =>
-    console.log(JSON.stringify({
-      level: "info",
-      message: "listening",
+    log("info", "listening", {
       url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
       database: stores.database.mode,
       docs: `http://localhost:${port}/docs`,
-    })),
+    }),
 }, app.fetch);
 
 // In-flight requests get this long to finish; then the process ends whatever still waits.
@@ -57,7 +57,7 @@ async function shutdown() {
   if (stopping) return;
   stopping = true;
   setTimeout(() => {
-    console.error(JSON.stringify({ level: "error", message: "shutdown timed out; exiting" }));
+    log("error", "shutdown timed out; exiting");
     Deno.exit(1);
   }, _SHUTDOWN_MS);
   await server.shutdown();

@@ -1,16 +1,23 @@
+/**
+ * The operator CLI (`deno task admin`): brands, keys, dead letters, imports, migrations
+ * (docs/operations.md).
+ *
+ * @module
+ */
 import { parseArgs } from "node:util";
 import { monotonicFactory } from "ulid";
-import { issueApiKey } from "./api_keys.ts";
-import { createBrand, findBrandContext, setBrand } from "./brands.ts";
-import { createEmbeddedEngine } from "./engine/engine.ts";
-import { getDeadLetter, listDeadLetters, replayDeadLetter } from "./ingest_queue.ts";
-import { parseQueuedEvents } from "./ingest.ts";
+import { issueApiKey } from "./tenancy/api_keys.ts";
+import { createBrand, findBrandContext, setBrand } from "./tenancy/brands.ts";
+import { createEmbeddedEngine } from "./engine/embedded.ts";
+import { getDeadLetter, listDeadLetters, replayDeadLetter } from "./ingest/queue.ts";
+import { parseQueuedEvents } from "./ingest/edge.ts";
 import { importNdjson } from "./commerce/import.ts";
-import { orderImport, subscriptionImport } from "./commerce/orders.ts";
-import { summarizeUsage } from "./usage.ts";
+import { orderImport } from "./commerce/orders.ts";
+import { subscriptionImport } from "./commerce/subscriptions.ts";
+import { summarizeUsage } from "./http/usage.ts";
 import { type Config, loadConfig } from "./config.ts";
-import { openStores, type Stores } from "./stores.ts";
-import { openTokenCipher } from "./token_cipher.ts";
+import { openStores, type Stores } from "./store/stores.ts";
+import { openTokenCipher } from "./tenancy/token_cipher.ts";
 
 const USAGE = `Usage: deno task admin <command>
 
@@ -261,7 +268,7 @@ export async function runAdmin(
   }
 }
 
-/** `orders import` / `subscriptions import --brand ID FILE` (design.md sections 5 and 6). */
+/** `orders import` / `subscriptions import --brand ID FILE` (docs/commerce.md). */
 function _importCommand(kind: "orders" | "subscriptions") {
   return _command({
     parse(args) {

@@ -1,6 +1,11 @@
+/**
+ * The service's configuration, read and validated from the environment.
+ *
+ * @module
+ */
 import { z } from "zod";
 
-/** Environment variables the service and the CLI read (README: "Environment"). */
+/** Environment variables the service and the CLI read (docs/operations.md). */
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8000),
   DATABASE_URL: z.string().url().optional(),

@@ -1,7 +1,17 @@
+/**
+ * Commerce routes: orders and subscription contracts from the synced store
+ * (`/cdp/commerce/orders`, `/cdp/commerce/subscriptions`), behind the commerce gate.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { AppDeps } from "../lib/app_env.ts";
-import { requireCommerce } from "../lib/auth.ts";
-import { BILLING_STATUSES, ORDER_STATES, SUBSCRIPTION_STATUSES } from "../lib/commerce/orders.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { requireCommerce } from "../lib/http/auth.ts";
+import {
+  BILLING_STATUSES,
+  ORDER_STATES,
+  SUBSCRIPTION_STATUSES,
+} from "../lib/commerce/order_lines.ts";
 import {
   getOrder,
   getSubscription,
@@ -9,9 +19,21 @@ import {
   listSubscriptions,
   resolveCustomerFilter,
 } from "../lib/commerce/reads.ts";
-import { HttpError } from "../lib/errors.ts";
-import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
-import { assertWithinWindow, limitParam, offsetPage, offsetParam } from "../lib/pagination.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import {
+  apiKeySecurity,
+  errorResponses,
+  idParam,
+  jsonResponse,
+  newRouter,
+} from "../lib/http/openapi.ts";
+import {
+  assertWithinWindow,
+  limitParam,
+  offsetPage,
+  offsetParam,
+  pageSchema,
+} from "../lib/http/pagination.ts";
 
 const OrderSummarySchema = z.object({
   id: z.string(),
@@ -54,27 +76,10 @@ const SubscriptionSchema = z.object({
   updated_at: z.string(),
 }).openapi("Subscription");
 
+// Offset pages of the synced store: never a next cursor, and the brand's scope.
 const page = <T extends z.ZodType>(item: T) =>
-  z.object({
-    list: z.array(item),
-    totalSize: z.number().int(),
-    offset: z.number().int(),
-    pageSize: z.number().int(),
-    scope: z.string(),
-    nextCursor: z.null(),
-  });
+  pageSchema(item).extend({ scope: z.string(), nextCursor: z.null() });
 
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const idParam = (name: string) =>
-  z.object({
-    id: z.string().min(1).max(255).openapi({
-      param: { name: "id", in: "path" },
-      description: name,
-    }),
-  });
 const customerFilters = {
   customer_email: z.string().min(1).max(320).optional(),
   customer_phone: z.string().min(1).max(40).optional(),
@@ -103,7 +108,7 @@ const listOrdersRoute = createRoute({
     }),
   },
   responses: {
-    200: ok(page(OrderSummarySchema), "A page of orders"),
+    200: jsonResponse(page(OrderSummarySchema), "A page of orders"),
     ...errorResponses(400, 401, 403, 405),
   },
 });
@@ -116,7 +121,7 @@ const getOrderRoute = createRoute({
   security: apiKeySecurity,
   request: { params: idParam("Storefront order id") },
   responses: {
-    200: ok(OrderDetailSchema, "The order"),
+    200: jsonResponse(OrderDetailSchema, "The order"),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });
@@ -136,7 +141,7 @@ const listSubscriptionsRoute = createRoute({
     }),
   },
   responses: {
-    200: ok(page(SubscriptionSchema), "A page of subscription contracts"),
+    200: jsonResponse(page(SubscriptionSchema), "A page of subscription contracts"),
     ...errorResponses(400, 401, 403, 405),
   },
 });
@@ -149,12 +154,12 @@ const getSubscriptionRoute = createRoute({
   security: apiKeySecurity,
   request: { params: idParam("Subscription contract id") },
   responses: {
-    200: ok(SubscriptionSchema, "The contract"),
+    200: jsonResponse(SubscriptionSchema, "The contract"),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });
 
-/** Commerce reads from the synced store (spec 4.11), behind the commerce gate. */
+/** Commerce reads from the synced store, behind the commerce gate. */
 export function commerceRoutes(deps: AppDeps) {
   return newRouter()
     .openapi(listOrdersRoute, async (c) => {

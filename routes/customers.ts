@@ -1,7 +1,13 @@
+/**
+ * Customer and insight routes: the unified customer record, its orders and insights
+ * (`/cdp/customers/{identifier}`), the brand's insights (`/cdp/insights/*`) and its integrations.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { AppDeps, AppEnv } from "../lib/app_env.ts";
-import { requireCommerce } from "../lib/auth.ts";
+import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import { requireCommerce } from "../lib/http/auth.ts";
 import { customerRecord, integrationsOf, resolveCustomer } from "../lib/commerce/customers.ts";
 import {
   atRiskCustomers,
@@ -11,9 +17,9 @@ import {
   customerInsights,
 } from "../lib/commerce/insights.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
-import { HttpError } from "../lib/errors.ts";
-import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
-import { assertWithinWindow, limitParam, offsetPage, offsetParam } from "../lib/pagination.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
+import { assertWithinWindow, limitParam, offsetPage, offsetParam } from "../lib/http/pagination.ts";
 
 const Identifier = z.object({
   identifier: z.string().min(1).max(320).openapi({
@@ -22,10 +28,8 @@ const Identifier = z.object({
       "Email (has @), phone (leading +), storefront customer id (digits), profile id or contact id (UUID)",
   }),
 });
-const json = (description: string) => ({
-  description,
-  content: { "application/json": { schema: z.record(z.string(), z.unknown()) } },
-});
+// Documented as JSON objects, without a schema for their fields.
+const AnyObject = z.record(z.string(), z.unknown());
 const errors = errorResponses(400, 401, 403, 404, 405);
 
 const record = createRoute({
@@ -35,7 +39,7 @@ const record = createRoute({
   summary: "The unified customer record: profile, commerce, integrations, subscription",
   security: apiKeySecurity,
   request: { params: Identifier },
-  responses: { 200: json("The customer"), ...errors },
+  responses: { 200: jsonResponse(AnyObject, "The customer"), ...errors },
 });
 
 const orders = createRoute({
@@ -45,7 +49,7 @@ const orders = createRoute({
   summary: "The customer's orders (all states), newest first",
   security: apiKeySecurity,
   request: { params: Identifier, query: z.object({ limit: limitParam(), offset: offsetParam }) },
-  responses: { 200: json("A page of orders"), ...errors },
+  responses: { 200: jsonResponse(AnyObject, "A page of orders"), ...errors },
 });
 
 const insights = createRoute({
@@ -55,7 +59,7 @@ const insights = createRoute({
   summary: "LTV, AOV, RFM, top products and churn over completed orders",
   security: apiKeySecurity,
   request: { params: Identifier },
-  responses: { 200: json("The customer's insights"), ...errors },
+  responses: { 200: jsonResponse(AnyObject, "The customer's insights"), ...errors },
 });
 
 const ltv = createRoute({
@@ -64,7 +68,7 @@ const ltv = createRoute({
   tags: ["Insights"],
   summary: "Brand lifetime value: totals and distribution",
   security: apiKeySecurity,
-  responses: { 200: json("LTV"), ...errorResponses(401, 403, 405) },
+  responses: { 200: jsonResponse(AnyObject, "LTV"), ...errorResponses(401, 403, 405) },
 });
 
 const rfm = createRoute({
@@ -73,7 +77,7 @@ const rfm = createRoute({
   tags: ["Insights"],
   summary: "Customers per RFM tier and score",
   security: apiKeySecurity,
-  responses: { 200: json("RFM"), ...errorResponses(401, 403, 405) },
+  responses: { 200: jsonResponse(AnyObject, "RFM"), ...errorResponses(401, 403, 405) },
 });
 
 const products = createRoute({
@@ -83,7 +87,10 @@ const products = createRoute({
   summary: "The brand's top products by completed-order revenue",
   security: apiKeySecurity,
   request: { query: z.object({ limit: limitParam(100, 10) }) },
-  responses: { 200: json("Top products"), ...errorResponses(400, 401, 403, 405) },
+  responses: {
+    200: jsonResponse(AnyObject, "Top products"),
+    ...errorResponses(400, 401, 403, 405),
+  },
 });
 
 const atRisk = createRoute({
@@ -93,7 +100,10 @@ const atRisk = createRoute({
   summary: "Customers past twice their order cadence, most valuable first",
   security: apiKeySecurity,
   request: { query: z.object({ limit: limitParam(), offset: offsetParam }) },
-  responses: { 200: json("A page of at-risk customers"), ...errorResponses(400, 401, 403, 405) },
+  responses: {
+    200: jsonResponse(AnyObject, "A page of at-risk customers"),
+    ...errorResponses(400, 401, 403, 405),
+  },
 });
 
 const integrations = createRoute({
@@ -102,7 +112,7 @@ const integrations = createRoute({
   tags: ["Commerce"],
   summary: "The brand's connected integrations (no settings, no credentials)",
   security: apiKeySecurity,
-  responses: { 200: json("Integrations"), ...errorResponses(401, 403, 405) },
+  responses: { 200: jsonResponse(AnyObject, "Integrations"), ...errorResponses(401, 403, 405) },
 });
 
 /** Customers, insights and integrations, behind the commerce gate. */

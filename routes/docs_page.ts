@@ -1,4 +1,9 @@
 /**
+ * The HTML of the interactive API reference at /docs.
+ *
+ * @module
+ */
+/**
  * The interactive API reference served at /docs: a self-contained page (no third-party scripts,
  * so it works offline and under a strict CSP) that renders /openapi.json and sends requests.
  */

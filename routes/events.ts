@@ -1,11 +1,16 @@
+/**
+ * Event routes: the event-type catalog and server-side ingestion.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
 import { z as zod } from "zod";
-import type { AppDeps } from "../lib/app_env.ts";
-import { requireScope } from "../lib/auth.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { requireScope } from "../lib/http/auth.ts";
 import type { ApplyResult, EventBatch } from "../lib/engine/engine.ts";
-import { bufferBody } from "../lib/body_limit.ts";
-import { HttpError } from "../lib/errors.ts";
-import { EVENT_TYPES, eventTypeSummary } from "../lib/event_types.ts";
+import { bufferBody } from "../lib/http/body_limit.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import { EVENT_TYPES, eventTypeSummary } from "../lib/engine/event_types.ts";
 import {
   IngestBodySchema,
   MAX_ASYNC_BATCH,
@@ -14,11 +19,11 @@ import {
   parseJsonBody,
   queueBatch,
   validateBatch,
-} from "../lib/ingest.ts";
-import type { GroupCommit } from "../lib/kv_group_commit.ts";
-import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
-import { hitRateLimit } from "../lib/rate_limit.ts";
-import { meterInto } from "../lib/usage.ts";
+} from "../lib/ingest/edge.ts";
+import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
+import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
+import { hitRateLimit } from "../lib/http/rate_limit.ts";
+import { meterInto } from "../lib/http/usage.ts";
 
 const EventTypeSchema = z.object({
   name: z.string(),
@@ -53,14 +58,10 @@ const listTypes = createRoute({
   summary: "List the event types this brand can send",
   security: apiKeySecurity,
   responses: {
-    200: {
-      description: "The catalog, sorted by name",
-      content: {
-        "application/json": {
-          schema: z.object({ eventTypes: z.array(EventTypeSchema), scope: z.string() }),
-        },
-      },
-    },
+    200: jsonResponse(
+      z.object({ eventTypes: z.array(EventTypeSchema), scope: z.string() }),
+      "The catalog, sorted by name",
+    ),
     ...errorResponses(401, 403, 405),
   },
 });
@@ -91,31 +92,23 @@ const ingest = createRoute({
     },
   },
   responses: {
-    202: {
-      description: "Queued (async mode)",
-      content: {
-        "application/json": {
-          schema: z.object({
-            accepted: z.number().int(),
-            rejected: RejectedSchema,
-            scope: z.string(),
-          }),
-        },
-      },
-    },
-    200: {
-      description: "Applied (sync mode)",
-      content: {
-        "application/json": {
-          schema: z.object({
-            accepted: z.number().int(),
-            rejected: RejectedSchema,
-            results: z.array(ResultSchema),
-            scope: z.string(),
-          }),
-        },
-      },
-    },
+    202: jsonResponse(
+      z.object({
+        accepted: z.number().int(),
+        rejected: RejectedSchema,
+        scope: z.string(),
+      }),
+      "Queued (async mode)",
+    ),
+    200: jsonResponse(
+      z.object({
+        accepted: z.number().int(),
+        rejected: RejectedSchema,
+        results: z.array(ResultSchema),
+        scope: z.string(),
+      }),
+      "Applied (sync mode)",
+    ),
     ...errorResponses(400, 401, 403, 405, 408, 413, 429, 503),
   },
 });

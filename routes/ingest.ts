@@ -1,17 +1,22 @@
+/**
+ * The browser pixel's ingest route (`/cdp/ingest`): no credential, tighter limits.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { getConnInfo } from "hono/deno";
 import { z as zod } from "zod";
-import type { AppDeps, AppEnv } from "../lib/app_env.ts";
-import { findPixelShop, parseShopDomain } from "../lib/brands.ts";
+import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import { findPixelShop, parseShopDomain } from "../lib/tenancy/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
-import { bufferBody } from "../lib/body_limit.ts";
-import { HttpError } from "../lib/errors.ts";
-import type { GroupCommit } from "../lib/kv_group_commit.ts";
-import { findEventType } from "../lib/event_types.ts";
-import { IngestEventSchema, parseJsonBody, queueBatch, validateBatch } from "../lib/ingest.ts";
-import { errorResponses, newRouter } from "../lib/openapi.ts";
-import { hitRateLimit } from "../lib/rate_limit.ts";
+import { bufferBody } from "../lib/http/body_limit.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
+import { findEventType } from "../lib/engine/event_types.ts";
+import { IngestEventSchema, parseJsonBody, queueBatch, validateBatch } from "../lib/ingest/edge.ts";
+import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { hitRateLimit } from "../lib/http/rate_limit.ts";
 
 /** Limits of the browser proxy: tighter than server-side ingest. */
 export const MAX_PIXEL_BODY_BYTES = 64 * 1024;

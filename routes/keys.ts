@@ -1,3 +1,8 @@
+/**
+ * Routes of API key management (`/cdp/keys`), authenticated by Shopify session tokens.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
 import {
   type ApiKeyRecord,
@@ -6,11 +11,11 @@ import {
   listApiKeys,
   revokeApiKey,
   rotateApiKey,
-} from "../lib/api_keys.ts";
-import type { AppDeps } from "../lib/app_env.ts";
-import { HttpError } from "../lib/errors.ts";
-import { errorResponses, newRouter } from "../lib/openapi.ts";
-import { assertWithinWindow, offsetPage, pageQuery } from "../lib/pagination.ts";
+} from "../lib/tenancy/api_keys.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { assertWithinWindow, offsetPage, pageQuery } from "../lib/http/pagination.ts";
 
 const sessionSecurity = [{ sessionToken: [] }];
 
@@ -136,7 +141,7 @@ const remove = createRoute({
   },
 });
 
-/** Key management, authenticated with a Shopify session token (see lib/auth.ts). */
+/** Key management, authenticated with a Shopify session token (see lib/http/auth.ts). */
 export function keyRoutes(deps: AppDeps) {
   const notFound = () => new HttpError(404, "not_found", "Key not found");
   return newRouter()

@@ -1,7 +1,12 @@
+/**
+ * Service routes: health, the OpenAPI document and the /docs page.
+ *
+ * @module
+ */
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import type { AppDeps, AppEnv } from "../lib/app_env.ts";
-import { HttpError } from "../lib/errors.ts";
-import { errorResponses, newRouter } from "../lib/openapi.ts";
+import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import { errorResponses, newRouter } from "../lib/http/openapi.ts";
 import { DOCS_PAGE } from "./docs_page.ts";
 
 const health = createRoute({

@@ -1,10 +1,23 @@
+/**
+ * Product routes: products read live from the Shopify Admin API through a short
+ * read-through cache (`/cdp/commerce/products`).
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { AppDeps } from "../lib/app_env.ts";
-import { requireCommerce } from "../lib/auth.ts";
-import { HttpError } from "../lib/errors.ts";
-import { apiKeySecurity, errorResponses, newRouter, validationHook } from "../lib/openapi.ts";
-import { limitParam } from "../lib/pagination.ts";
-import { createProductReads, parseProductId } from "../lib/shopify/admin_client.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { requireCommerce } from "../lib/http/auth.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import {
+  apiKeySecurity,
+  errorResponses,
+  jsonResponse,
+  newRouter,
+  validationHook,
+} from "../lib/http/openapi.ts";
+import { limitParam } from "../lib/http/pagination.ts";
+import { parseProductId } from "../lib/shopify/admin_client.ts";
+import { createProductReads } from "../lib/shopify/product_reads.ts";
 
 const ProductSchema = z.object({
   id: z.string().openapi({ example: "632910392", description: "Numeric tail of the Shopify GID" }),
@@ -22,11 +35,6 @@ const ProductSchema = z.object({
   })),
 }).openapi("Product");
 
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-
 const listProductsRoute = createRoute({
   method: "get",
   path: "/cdp/commerce/products",
@@ -43,7 +51,7 @@ const listProductsRoute = createRoute({
     }),
   },
   responses: {
-    200: ok(
+    200: jsonResponse(
       z.object({
         list: z.array(ProductSchema),
         pageSize: z.number().int(),
@@ -72,12 +80,12 @@ const getProductRoute = createRoute({
     }),
   },
   responses: {
-    200: ok(ProductSchema, "The product"),
+    200: jsonResponse(ProductSchema, "The product"),
     ...errorResponses(401, 403, 404, 405, 429, 502),
   },
 });
 
-// A bad `limit` is "invalid page size" (spec 4.11); everything else as every route.
+// A bad `limit` is "invalid page size"; everything else as every route.
 function pageSizeHook(
   result: { success: true } | { success: false; error: { issues: { path: PropertyKey[] }[] } },
 ): void {
@@ -86,7 +94,7 @@ function pageSizeHook(
   }
 }
 
-/** Product reads live from Shopify (spec 2.7, 4.11), behind the commerce gate. */
+/** Product reads live from Shopify, behind the commerce gate. */
 export function productRoutes(deps: AppDeps) {
   const products = createProductReads(deps);
   return newRouter()

@@ -1,7 +1,12 @@
+/**
+ * Profile routes: the profile list, one profile, its events and its sessions.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { AppDeps } from "../lib/app_env.ts";
-import { requireScope } from "../lib/auth.ts";
-import { keysetStart, nextKeysetCursor } from "../lib/cursors.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { requireScope } from "../lib/http/auth.ts";
+import { keysetStart, nextKeysetCursor } from "../lib/http/cursors.ts";
 import {
   EVENT_SORTS,
   findProfile,
@@ -12,15 +17,22 @@ import {
   PROFILE_SORTS,
   profileIds,
 } from "../lib/engine/profiles.ts";
-import { HttpError } from "../lib/errors.ts";
-import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import {
+  apiKeySecurity,
+  errorResponses,
+  idParam,
+  jsonResponse,
+  newRouter,
+} from "../lib/http/openapi.ts";
 import {
   assertWithinWindow,
   cursorParam,
   limitParam,
   offsetParam,
   pageEnvelope,
-} from "../lib/pagination.ts";
+  pageSchema,
+} from "../lib/http/pagination.ts";
 
 const ProfileSchema = z.object({
   itemId: z.string(),
@@ -49,22 +61,7 @@ const SessionSchema = z.object({
   eventCount: z.number().int(),
 }).openapi("Session");
 
-const envelope = {
-  totalSize: z.number().int(),
-  offset: z.number().int(),
-  pageSize: z.number().int(),
-  nextCursor: z.string().nullable(),
-  scope: z.string(),
-};
-
-const IdParam = z.object({
-  id: z.string().min(1).max(255).openapi({ param: { name: "id", in: "path" } }),
-});
-
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
+const IdParam = idParam("A profile id (its own or one merged into it)");
 
 const list = createRoute({
   method: "get",
@@ -89,12 +86,11 @@ const list = createRoute({
     }),
   },
   responses: {
-    200: ok(
-      z.object({
+    200: jsonResponse(
+      pageSchema(ProfileSchema).extend({
         bucket: z.string(),
-        list: z.array(ProfileSchema),
         identities: z.record(z.string(), z.record(z.string(), z.unknown())),
-        ...envelope,
+        scope: z.string(),
       }),
       "A page of profiles and their identity projections",
     ),
@@ -110,7 +106,7 @@ const getOne = createRoute({
   security: apiKeySecurity,
   request: { params: IdParam },
   responses: {
-    200: ok(
+    200: jsonResponse(
       z.object({
         profile: ProfileSchema,
         identity: z.record(z.string(), z.unknown()),
@@ -143,7 +139,7 @@ const events = createRoute({
     }),
   },
   responses: {
-    200: ok(z.object({ list: z.array(EventSchema), ...envelope }), "A page of events"),
+    200: jsonResponse(pageSchema(EventSchema).extend({ scope: z.string() }), "A page of events"),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });
@@ -156,7 +152,10 @@ const sessions = createRoute({
   security: apiKeySecurity,
   request: { params: IdParam, query: z.object({ limit: limitParam(), offset: offsetParam }) },
   responses: {
-    200: ok(z.object({ list: z.array(SessionSchema), ...envelope }), "A page of sessions"),
+    200: jsonResponse(
+      pageSchema(SessionSchema).extend({ scope: z.string() }),
+      "A page of sessions",
+    ),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });

@@ -1,16 +1,17 @@
+/**
+ * Query routes: count, metrics and aggregates of profiles or events under a condition.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { AppDeps } from "../lib/app_env.ts";
-import { requireScope } from "../lib/auth.ts";
-import type { BrandConcurrency } from "../lib/brand_concurrency.ts";
-import {
-  type Condition,
-  injectScopePredicate,
-  type ItemType,
-  parseCondition,
-} from "../lib/engine/conditions.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { requireScope } from "../lib/http/auth.ts";
+import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
+import type { ItemType } from "../lib/engine/conditions.ts";
+import { queryCondition } from "../lib/engine/caller_condition.ts";
 import { aggregate, countItems, METRICS, metrics, withQueryBudget } from "../lib/engine/queries.ts";
-import { HttpError } from "../lib/errors.ts";
-import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
 
 const ItemTypeParam = z.string().openapi({
   param: { name: "itemType", in: "path" },
@@ -22,11 +23,7 @@ const PropertyParam = z.string().min(1).max(200).openapi({
 });
 const conditionField = z.unknown().optional().openapi({
   type: "object",
-  description: "A condition (README: the condition language); omit to cover the whole scope",
-});
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
+  description: "A condition (docs/conditions.md); omit to cover the whole scope",
 });
 const body = <T extends z.ZodType>(schema: T) => ({
   required: false,
@@ -45,7 +42,7 @@ const count = createRoute({
     body: body(z.object({ condition: conditionField }).strict()),
   },
   responses: {
-    200: ok(
+    200: jsonResponse(
       z.object({ itemType: z.string(), count: z.number().int(), scope: z.string() }),
       "The count",
     ),
@@ -72,7 +69,7 @@ const metricsRoute = createRoute({
     },
   },
   responses: {
-    200: ok(
+    200: jsonResponse(
       z.object({
         itemType: z.string(),
         property: z.string(),
@@ -135,7 +132,7 @@ const aggregateRoute = createRoute({
     },
   },
   responses: {
-    200: ok(
+    200: jsonResponse(
       z.object({
         itemType: z.string(),
         property: z.string(),
@@ -149,7 +146,7 @@ const aggregateRoute = createRoute({
 });
 
 /**
- * The query API (spec 4.10), throttled by createApp, bounded by QUERY_TIMEOUT_MS and, per brand,
+ * The query API, throttled by createApp, bounded by QUERY_TIMEOUT_MS and, per brand,
  * by `heavyReads`.
  */
 export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurrency }) {
@@ -161,7 +158,7 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
     .openapi(count, async (c) => {
       const scope = requireScope(c);
       const itemType = _itemType(c.req.valid("param").itemType);
-      const condition = _condition(c.req.valid("json")?.condition, itemType, scope);
+      const condition = queryCondition(c.req.valid("json")?.condition, itemType, scope);
       const n = await run(
         c.get("auth").brandId,
         (sql) => countItems(sql, { itemType, scope, condition, now: deps.now() }),
@@ -173,7 +170,7 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
       const { itemType: rawType, property } = c.req.valid("param");
       const itemType = _itemType(rawType);
       const input = c.req.valid("json");
-      const condition = _condition(input.condition, itemType, scope);
+      const condition = queryCondition(input.condition, itemType, scope);
       const result = await run(c.get("auth").brandId, (sql) =>
         metrics(sql, {
           itemType,
@@ -190,7 +187,7 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
       const { itemType: rawType, property } = c.req.valid("param");
       const itemType = _itemType(rawType);
       const input = c.req.valid("json");
-      const condition = _condition(input.condition, itemType, scope);
+      const condition = queryCondition(input.condition, itemType, scope);
       const results = await run(c.get("auth").brandId, (sql) =>
         aggregate(sql, {
           itemType,
@@ -207,15 +204,4 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
 function _itemType(value: string): ItemType {
   if (value === "profile" || value === "event") return value;
   throw new HttpError(404, "not_found", `unknown itemType ${value}; use profile or event`);
-}
-
-/**
- * Validates a caller's condition (scope references refused) and, for profiles, AND-injects the
- * same scope predicate segments carry, so a count and a segment's membership always agree.
- */
-function _condition(raw: unknown, itemType: ItemType, scope: string): Condition | null {
-  const condition = raw === undefined
-    ? null
-    : parseCondition(raw, { itemType, root: "$.condition", scopeInjected: itemType === "profile" });
-  return itemType === "profile" ? injectScopePredicate(condition, scope) : condition;
 }

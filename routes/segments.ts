@@ -1,24 +1,33 @@
+/**
+ * Segment routes: define, read, update, list, members and export.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { AppDeps } from "../lib/app_env.ts";
-import { requireScope } from "../lib/auth.ts";
-import type { BrandConcurrency } from "../lib/brand_concurrency.ts";
-import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/cursors.ts";
-import { identityOf } from "../lib/engine/profiles.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { requireScope } from "../lib/http/auth.ts";
+import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
+import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/http/cursors.ts";
 import { withQueryBudget } from "../lib/engine/queries.ts";
+import { scopedCondition } from "../lib/engine/caller_condition.ts";
 import {
-  countMembers,
   createSegment,
   getSegment,
   listSegments,
+  membersPage,
   openExport,
-  scopedCondition,
   segmentId,
-  segmentMembers,
   updateSegment,
 } from "../lib/engine/segments.ts";
-import { HttpError } from "../lib/errors.ts";
-import { apiKeySecurity, errorResponses, newRouter } from "../lib/openapi.ts";
-import { storableText } from "../lib/route_guard.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import {
+  apiKeySecurity,
+  errorResponses,
+  idParam,
+  jsonResponse,
+  newRouter,
+} from "../lib/http/openapi.ts";
+import { storableText } from "../lib/http/route_guard.ts";
 import {
   assertWithinWindow,
   cursorParam,
@@ -27,13 +36,14 @@ import {
   offsetPage,
   offsetParam,
   pageEnvelope,
-} from "../lib/pagination.ts";
+  pageSchema,
+} from "../lib/http/pagination.ts";
 
 const ConditionSchema = z.object({
   type: z.string(),
   parameterValues: z.record(z.string(), z.unknown()),
 }).passthrough().openapi("Condition", {
-  description: "An Apache Unomi condition tree (README: the condition language)",
+  description: "An Apache Unomi condition tree (docs/conditions.md)",
 });
 
 const SegmentSchema = z.object({
@@ -45,13 +55,8 @@ const SegmentSchema = z.object({
 }).openapi("Segment");
 
 const Ref = z.object({ id: z.string(), name: z.string(), scope: z.string() });
-const IdParam = z.object({
-  id: z.string().min(1).max(400).openapi({ param: { name: "id", in: "path" } }),
-});
-const ok = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
+// A segment id holds the shop domain, so it may run past the usual 255.
+const IdParam = idParam("The segment's id", 400);
 /** Text the database can store: no NUL, no unpaired surrogate. */
 const text = () =>
   z.string().refine(storableText, "must not contain a NUL character or an unpaired surrogate");
@@ -81,9 +86,9 @@ const define = createRoute({
     },
   },
   responses: {
-    200: ok(Ref, "Defined"),
+    200: jsonResponse(Ref, "Defined"),
     ...errorResponses(400, 401, 403, 405, 502),
-    409: ok(z.object({ error: z.string(), error_description: z.string() }), "Id taken"),
+    409: jsonResponse(z.object({ error: z.string(), error_description: z.string() }), "Id taken"),
   },
 });
 
@@ -95,15 +100,8 @@ const list = createRoute({
   security: apiKeySecurity,
   request: { query: z.object({ limit: limitParam(), offset: offsetParam }) },
   responses: {
-    200: ok(
-      z.object({
-        list: z.array(SegmentSchema),
-        totalSize: z.number().int(),
-        offset: z.number().int(),
-        pageSize: z.number().int(),
-        nextCursor: z.null(),
-        scope: z.string(),
-      }),
+    200: jsonResponse(
+      pageSchema(SegmentSchema).extend({ nextCursor: z.null(), scope: z.string() }),
       "A page of segments",
     ),
     ...errorResponses(400, 401, 403, 405),
@@ -117,7 +115,10 @@ const getOne = createRoute({
   summary: "A segment, its condition exactly as stored",
   security: apiKeySecurity,
   request: { params: IdParam },
-  responses: { 200: ok(SegmentSchema, "The segment"), ...errorResponses(401, 403, 404, 405, 503) },
+  responses: {
+    200: jsonResponse(SegmentSchema, "The segment"),
+    ...errorResponses(401, 403, 404, 405, 503),
+  },
 });
 
 const update = createRoute({
@@ -141,7 +142,10 @@ const update = createRoute({
       },
     },
   },
-  responses: { 200: ok(Ref, "Updated"), ...errorResponses(400, 401, 403, 404, 405, 502, 503) },
+  responses: {
+    200: jsonResponse(Ref, "Updated"),
+    ...errorResponses(400, 401, 403, 404, 405, 502, 503),
+  },
 });
 
 const members = createRoute({
@@ -155,14 +159,9 @@ const members = createRoute({
     query: z.object({ limit: limitParam(), offset: offsetParam, cursor: cursorParam }),
   },
   responses: {
-    200: ok(
-      z.object({
-        list: z.array(z.record(z.string(), z.unknown())),
+    200: jsonResponse(
+      pageSchema(z.record(z.string(), z.unknown())).extend({
         identities: z.record(z.string(), z.record(z.string(), z.unknown())),
-        totalSize: z.number().int(),
-        offset: z.number().int(),
-        pageSize: z.number().int(),
-        nextCursor: z.string().nullable(),
         scope: z.string(),
       }),
       "A page of members",
@@ -207,16 +206,14 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       const scope = requireScope(c);
       const body = c.req.valid("json");
       const condition = scopedCondition(body.condition, scope);
-      const segment = await _persist(() =>
-        createSegment(deps.sql, {
-          scope,
-          id: segmentId(scope, body.key ?? body.name),
-          name: body.name,
-          description: body.description,
-          condition,
-          now: deps.now(),
-        })
-      );
+      const segment = await createSegment(deps.sql, {
+        scope,
+        id: segmentId(scope, body.key ?? body.name),
+        name: body.name,
+        description: body.description,
+        condition,
+        now: deps.now(),
+      });
       return c.json({ id: segment.id, name: segment.name, scope }, 200);
     })
     .openapi(list, async (c) => {
@@ -236,9 +233,13 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       const body = c.req.valid("json");
       await find(scope, id);
       const condition = scopedCondition(body.condition, scope);
-      const segment = await _persist(() =>
-        updateSegment(deps.sql, { scope, id, ...body, condition, now: deps.now() })
-      );
+      const segment = await updateSegment(deps.sql, {
+        scope,
+        id,
+        ...body,
+        condition,
+        now: deps.now(),
+      });
       if (!segment) throw notFound();
       return c.json({ id: segment.id, name: segment.name, scope }, 200);
     })
@@ -253,13 +254,17 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       };
       const { after, offset } = await keysetStart(cursorDeps, query, binding);
       const now = deps.now();
-      const { page, totalSize } = await heavyReads.run(
+      const page = await heavyReads.run(
         binding.brandId,
         () =>
-          withQueryBudget(deps.sql, deps.config.queryTimeoutMs, async (sql) => ({
-            page: await segmentMembers(sql, segment, { limit: query.limit, offset, after, now }),
-            totalSize: await countMembers(sql, segment, now, OFFSET_WINDOW + 1),
-          })),
+          withQueryBudget(deps.sql, deps.config.queryTimeoutMs, (sql) =>
+            membersPage(sql, segment, {
+              limit: query.limit,
+              offset,
+              after,
+              now,
+              cap: OFFSET_WINDOW + 1,
+            })),
       );
       const nextCursor = await nextKeysetCursor(cursorDeps, binding, {
         more: page.more,
@@ -270,12 +275,12 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       return c.json({
         ...pageEnvelope({
           list: page.list,
-          totalSize,
+          totalSize: page.totalSize,
           offset,
           limit: query.limit,
           nextCursor,
         }),
-        identities: Object.fromEntries(page.list.map((p) => [p.itemId, identityOf(p.properties)])),
+        identities: page.identities,
         scope,
       }, 200);
     })
@@ -317,18 +322,6 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       // A streamed NDJSON body is outside what the typed route helper can express.
       return c.body(page.lines, 200) as never;
     });
-}
-
-/** A storage failure while persisting a segment is 502 upstream_error: nothing was persisted. */
-async function _persist<T>(write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (err) {
-    if (err instanceof HttpError) throw err;
-    throw new HttpError(502, "upstream_error", "the segment could not be persisted", {
-      cause: err,
-    });
-  }
 }
 
 function _throw(err: Error): never {

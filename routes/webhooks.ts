@@ -1,8 +1,14 @@
+/**
+ * The Shopify webhook route (`POST /webhooks/shopify`): the signature and headers are
+ * checked here, the delivery is applied by lib/shopify/webhooks.ts.
+ *
+ * @module
+ */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { AppDeps } from "../lib/app_env.ts";
-import { parseShopDomain } from "../lib/brands.ts";
-import { HttpError } from "../lib/errors.ts";
-import { errorResponses, newRouter } from "../lib/openapi.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
+import { parseShopDomain } from "../lib/tenancy/brands.ts";
+import { HttpError } from "../lib/http/errors.ts";
+import { errorResponses, newRouter } from "../lib/http/openapi.ts";
 import { parseShopifyJson } from "../lib/shopify/order_mapping.ts";
 import {
   applyWebhook,
@@ -68,7 +74,7 @@ const shopifyWebhook = createRoute({
   },
 });
 
-/** POST /webhooks/shopify (design.md section 7). */
+/** POST /webhooks/shopify. */
 export function webhookRoutes(deps: AppDeps) {
   const secret = deps.config.shopify.apiSecret;
   const key = secret ? importWebhookKey(secret) : null;

@@ -6,16 +6,16 @@ import { PGlite } from "@electric-sql/pglite";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
-import { issueApiKey } from "../lib/api_keys.ts";
-import { createApp } from "../lib/app.ts";
-import type { AppDeps, AppEnv } from "../lib/app_env.ts";
-import { createBrand } from "../lib/brands.ts";
-import { createEmbeddedEngine } from "../lib/engine/engine.ts";
-import type { EventsMessage } from "../lib/ingest_queue.ts";
+import { issueApiKey } from "../lib/tenancy/api_keys.ts";
+import { createApp } from "../routes/app.ts";
+import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import { createBrand } from "../lib/tenancy/brands.ts";
+import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
+import type { EventsMessage } from "../lib/ingest/queue.ts";
 import { type Config, loadConfig } from "../lib/config.ts";
-import { connectPostgres, servePglite, type Sql } from "../lib/db.ts";
-import { migrate, MIGRATIONS } from "../lib/migrations.ts";
-import { openTokenCipher } from "../lib/token_cipher.ts";
+import { connectPostgres, servePglite, type Sql } from "../lib/store/db.ts";
+import { migrate, MIGRATIONS } from "../lib/store/migrations.ts";
+import { openTokenCipher } from "../lib/tenancy/token_cipher.ts";
 
 /** The server under test when set; PGlite otherwise. */
 export const DATABASE_URL = Deno.env.get("DATABASE_URL") || undefined;
@@ -240,7 +240,7 @@ export async function errorBody(
   return body;
 }
 
-/** The built-in event type names spec section 4.2 lists. */
+/** The built-in event type names the API contract lists for the catalog. */
 export const SPEC_EVENT_TYPES = [
   "page_viewed",
   "cart_viewed",

@@ -1,170 +1,45 @@
-import type { Engine } from "../lib/engine/engine.ts";
-import { databaseFailure } from "../lib/db.ts";
-import {
-  type EventsMessage,
-  isEventsMessage,
-  retireBacklogMessage,
-  writeDeadLetter,
-} from "../lib/ingest_queue.ts";
-
-/** What the forwarder needs: the queue's store, the engine and a clock. */
-export interface ForwarderDeps {
-  kv: Deno.Kv;
-  engine: Engine;
-  now: () => Date;
-  /** Messages applied at once (default 4); the others wait under KV's renewed lease. */
-  concurrency?: number;
-  /**
-   * When set, a wake-up message every `wakeMs`: Deno KV's SQLite backend wakes a listener only
-   * for its own process's enqueues, so a forwarder in a process of its own would otherwise not
-   * see the service's messages (measured: not within minutes; with a 250 ms wake-up, ~0.1 s).
-   */
-  wakeMs?: number;
-  /**
-   * How long one delivery waits for an unreachable database before it fails (default one hour);
-   * KV's own retries, and after them the dead letter, start only then.
-   */
-  outageWaitMs?: number;
-}
-
-const _WAKE = { kind: "wake" } as const;
-
 /**
- * The one handler of the KV queue, dispatching on the message kind. Delivery is at-least-once,
- * so every kind must be idempotent (the engine skips event ids it already stored).
+ * `deno task worker`: a forwarder process of its own, beside a service run with FORWARDER=off.
  *
- * A thrown error is transient (the engine stored nothing): KV redelivers on the message's
- * backoff schedule and, when that runs out, writes the message to its dead-letter key. Events
- * the engine rejects permanently (4xx) are dead-lettered at once with the reason, not retried.
- * While the database cannot be reached at all, a delivery waits for it instead of failing, so an
- * outage does not use up the retries (an hour's outage would otherwise dead-letter everything).
- *
- * Deno KV hands a listener every ready message at once; applying them all together only adds
- * lock waits and, on a shared event loop, starves the HTTP edge, so at most `concurrency` apply
- * at a time.
+ * @module
  */
-export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => Promise<void> {
-  const slots = _semaphore(deps.concurrency ?? 4);
-  return async function handleQueueMessage(message) {
-    if ((message as { kind?: unknown })?.kind === _WAKE.kind) return;
-    if (!isEventsMessage(message)) {
-      console.error(JSON.stringify({ level: "error", message: "unknown queue message dropped" }));
-      return;
-    }
-    const release = await slots.acquire();
-    try {
-      await _forwardWhenReachable(deps, message);
-      // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
-      // nothing twice and retires the message then.
-      await retireBacklogMessage(deps.kv, message.id);
-    } finally {
-      release();
-    }
-  };
-}
+import { loadConfig } from "../lib/config.ts";
+import { log } from "../lib/log.ts";
+import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
+import { startForwarder } from "../lib/ingest/forwarder.ts";
+import { openStores } from "../lib/store/stores.ts";
 
-async function _forwardWhenReachable(deps: ForwarderDeps, message: EventsMessage) {
-  const giveUpAt = Date.now() + (deps.outageWaitMs ?? 3_600_000);
-  for (let attempt = 0;; attempt++) {
-    try {
-      return await _forwardEvents(deps, message);
-    } catch (err) {
-      if (databaseFailure(err) !== "unreachable" || Date.now() > giveUpAt) throw err;
-      if (attempt % 12 === 0) {
-        console.error(JSON.stringify({
-          level: "warn",
-          message: "database unreachable; the forwarder waits for it",
-          error: String(err),
-        }));
-      }
-      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * 2 ** attempt, 5_000)));
-    }
-  }
-}
+// A delivery waiting for the database must not hold the process: it ends within this.
+const _SHUTDOWN_MS = 10_000;
 
-async function _forwardEvents(deps: ForwarderDeps, message: EventsMessage): Promise<void> {
-  const results = await deps.engine.applyEvents(message.batch);
-  const failed = message.batch.events.flatMap((event, i) => {
-    const result = results[i];
-    return result && !result.ok ? [{ event, reason: `${result.status} ${result.error}` }] : [];
-  });
-  if (failed.length === 0) return;
-  await writeDeadLetter(
-    deps.kv,
-    { ...message, batch: { ...message.batch, events: failed.map((f) => f.event) } },
-    failed.map((f) => `${f.event.id}: ${f.reason}`).join("; ").slice(0, 2000),
-    deps.now(),
-  );
-}
+const config = loadConfig(Deno.env.toObject());
+// Serving: when the worker starts first it owns the embedded database and the service connects
+// to it, so the engine's work stays off the service's event loop.
+const stores = await openStores(config, { serve: true });
+const now = () => new Date();
+const engine = createEmbeddedEngine({ sql: stores.sql, now });
+const running = startForwarder({
+  kv: stores.kv,
+  engine,
+  now,
+  concurrency: config.forwarderConcurrency,
+  wakeMs: 250,
+});
+log("info", "forwarder running", {
+  database: stores.database.mode,
+  concurrency: config.forwarderConcurrency,
+});
 
-function _semaphore(size: number): { acquire(): Promise<() => void> } {
-  let free = size;
-  const waiting: (() => void)[] = [];
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else free++;
-  };
-  return {
-    acquire() {
-      if (free > 0) {
-        free--;
-        return Promise.resolve(release);
-      }
-      return new Promise((resolve) => waiting.push(() => resolve(release)));
-    },
-  };
+let stopping = false;
+async function shutdown() {
+  if (stopping) return;
+  stopping = true;
+  setTimeout(() => Deno.exit(1), _SHUTDOWN_MS);
+  // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
+  await stores.close();
+  await running.catch(() => {});
+  Deno.exit(0);
 }
-
-/** Starts the queue consumer; the promise settles when the KV handle closes. */
-export function startForwarder(deps: ForwarderDeps): Promise<void> {
-  const listening = deps.kv.listenQueue(createQueueHandler(deps));
-  if (deps.wakeMs === undefined) return listening;
-  const timer = setInterval(() => {
-    // A failed wake-up (the store closing) only delays delivery until the next one.
-    deps.kv.enqueue(_WAKE).catch(() => {});
-  }, deps.wakeMs);
-  return listening.finally(() => clearInterval(timer));
-}
-
-/** `deno task worker`: a forwarder process of its own, beside a service run with FORWARDER=off. */
-async function _main(): Promise<void> {
-  const { loadConfig } = await import("../lib/config.ts");
-  const { openStores } = await import("../lib/stores.ts");
-  const { createEmbeddedEngine } = await import("../lib/engine/engine.ts");
-  const config = loadConfig(Deno.env.toObject());
-  // Serving: when the worker starts first it owns the embedded database and the service
-  // connects to it, so the engine's work stays off the service's event loop.
-  const stores = await openStores(config, { serve: true });
-  const now = () => new Date();
-  const engine = createEmbeddedEngine({ sql: stores.sql, now });
-  const running = startForwarder({
-    kv: stores.kv,
-    engine,
-    now,
-    concurrency: config.forwarderConcurrency,
-    wakeMs: 250,
-  });
-  console.log(JSON.stringify({
-    level: "info",
-    message: "forwarder running",
-    database: stores.database.mode,
-    concurrency: config.forwarderConcurrency,
-  }));
-  let stopping = false;
-  const shutdown = async () => {
-    if (stopping) return;
-    stopping = true;
-    // A delivery waiting for the database must not hold the process: end within a bound.
-    setTimeout(() => Deno.exit(1), 10_000);
-    // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
-    await stores.close();
-    await running.catch(() => {});
-    Deno.exit(0);
-  };
-  Deno.addSignalListener("SIGINT", shutdown);
-  Deno.addSignalListener("SIGTERM", shutdown);
-  await running;
-}
-
-if (import.meta.main) await _main();
+Deno.addSignalListener("SIGINT", shutdown);
+Deno.addSignalListener("SIGTERM", shutdown);
+await running;

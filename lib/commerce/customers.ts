@@ -1,9 +1,16 @@
-import type { Sql } from "../db.ts";
-import { compileCondition, type Condition } from "../engine/conditions.ts";
+/**
+ * Customers: resolving an identifier to a profile and a commerce contact, and the unified
+ * customer record built from both.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+import { segmentsOfProfile } from "../engine/segments.ts";
 import { findProfile, identityOf, type ProfileView } from "../engine/profiles.ts";
-import { money, normalizeEmail, normalizePhone } from "./orders.ts";
+import { normalizeEmail, normalizePhone } from "./contacts.ts";
+import { money } from "./order_lines.ts";
 
-/** How the commerce contact was found (spec 2.8). */
+/** How the commerce contact was found. */
 export type MatchedBy = "email" | "shopify_customer_id" | "phone" | "contact_id" | "none";
 
 /** A resolved customer: the profile (taking precedence) and the local commerce contact. */
@@ -16,7 +23,7 @@ export interface ResolvedCustomer {
 const _UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * Resolves an identifier by its shape (spec 4.11): `@` = email; leading `+` = phone; all digits
+ * Resolves an identifier by its shape: `@` = email; leading `+` = phone; all digits
  * = storefront customer id; a UUID = profile id, then contact id; anything else = profile id.
  * The contact is found by the identifier itself, else through the profile's identity (Shopify
  * id, then email, then phone). Null when neither store knows it (or only another brand does).
@@ -100,7 +107,7 @@ async function _contactOfProfile(
     (phone ? await _contactBy(sql, brandId, "phone", phone) : null);
 }
 
-/** The unified customer record of spec 2.8. */
+/** The unified customer record: profile, commerce, integrations, subscription. */
 export async function customerRecord(
   sql: Sql,
   brand: { brandId: string; scope: string },
@@ -137,27 +144,10 @@ async function _segmentsOf(
   profileId: string,
   now: Date,
 ): Promise<string[]> {
-  const segments = await sql<{ id: string; condition: Condition }[]>`
-    select id, condition from segments where scope = ${scope} order by id`;
-  const member: string[] = [];
-  for (const segment of segments) {
-    const [row] = await sql`
-      select 1 from profiles p
-      where p.scope = ${scope} and p.item_id = ${profileId}
-        and ${
-      compileCondition(sql, segment.condition, {
-        itemType: "profile",
-        now,
-        scope,
-        single: true,
-      })
-    }`;
-    if (row) member.push(segment.id);
-  }
-  return member;
+  return await segmentsOfProfile(sql, scope, profileId, now);
 }
 
-/** Spend over completed orders (spec section 3): totals, count, average, first and last. */
+/** Spend over completed orders: totals, count, average, first and last. */
 async function _commerce(sql: Sql, contactId: string) {
   const [row] = await sql<{
     total: string | null;
@@ -202,7 +192,7 @@ export async function integrationsOf(sql: Sql, brandId: string) {
   }));
 }
 
-/** A contact's subscription summary (design.md section 6). */
+/** A contact's subscription summary. */
 export async function subscriptionSummary(sql: Sql, contactId: string | null) {
   if (!contactId) {
     return { status: "none", active_count: 0, total_count: 0, next_billing_date: null };

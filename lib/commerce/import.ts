@@ -1,7 +1,13 @@
+/**
+ * NDJSON imports: a stream of lines validated, prepared and written in batches, each kind of line
+ * described by its {@linkcode ImportSteps}.
+ *
+ * @module
+ */
 import type { z } from "zod";
-import type { Sql, Tx } from "../db.ts";
+import type { Sql, Tx } from "../store/db.ts";
 
-/** The outcome of an import (design.md section 5). */
+/** The outcome of an import. */
 export interface ImportResult {
   imported: number;
   rejected: { line: number; errors: string[] }[];

@@ -1,11 +1,13 @@
 /**
- * Insights over completed orders only (spec section 3): lifetime value, RFM, top products and
- * churn, per customer and per brand. Every amount is exact (numeric) and rendered with 2
- * decimals. Formulas are in the README ("Insights").
+ * Insights over completed orders only: lifetime value, RFM, top products and churn, per customer
+ * and per brand. Every amount is exact (numeric) and rendered with 2 decimals. Formulas are in
+ * docs/commerce.md.
+ *
+ * @module
  */
-import type { Sql } from "../db.ts";
-import { countToWindow } from "../pagination.ts";
-import { money } from "./orders.ts";
+import type { Sql } from "../store/db.ts";
+import { countToWindow } from "../http/pagination.ts";
+import { money } from "./order_lines.ts";
 import { currentSnapshot, type Freshness } from "./summaries.ts";
 
 /** Shopify's customer RFM groups. */

@@ -1,19 +1,24 @@
-import type { Sql } from "../db.ts";
-import { countToWindow } from "../pagination.ts";
+/**
+ * Commerce reads from the synced store: order and subscription pages and details, and the
+ * customer filters that narrow them to one contact.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+import { countToWindow } from "../http/pagination.ts";
+import { normalizeEmail, normalizePhone } from "./contacts.ts";
 import {
   type BILLING_STATUSES,
   money,
-  normalizeEmail,
-  normalizePhone,
   ORDER_STATES,
-  type StoredLineItem,
   type SUBSCRIPTION_STATUSES,
-} from "./orders.ts";
+} from "./order_lines.ts";
+import type { StoredLineItem } from "./orders.ts";
 
 type _State = (typeof ORDER_STATES)[number];
 type _Billing = (typeof BILLING_STATUSES)[number];
 
-/** An order in lists (spec 2.6). */
+/** An order in lists. */
 export interface OrderSummary {
   id: string;
   external_id: string;
@@ -27,7 +32,7 @@ export interface OrderSummary {
   recovered_at: string | null;
 }
 
-/** A single order (spec 2.6): the summary plus dates and line items. */
+/** A single order: the summary plus dates and line items. */
 export interface OrderDetail extends OrderSummary {
   processed_at: string | null;
   updated_at: string | null;

@@ -1,16 +1,18 @@
 /**
- * Materialized insight summaries (README: "Insights", "Materialization and staleness").
- * Brand-wide insights over a million orders cost seconds to compute, so they are read from
+ * Materialized insight summaries. Brand-wide insights over a million orders cost seconds to compute, so they are read from
  * per-customer and per-product summaries that one refresh recomputes for the whole brand. Every
  * write to a brand's orders bumps the brand's generation in its own transaction; a snapshot
  * records the generation it saw, so a read knows exactly whether it is current. An outdated
- * snapshot is served while it is younger than the allowed staleness (spec section 9 allows
- * minutes); past that, the read that notices starts a refresh in the background and still
+ * snapshot is served while it is younger than the allowed staleness (minutes are allowed);
+ * past that, the read that notices starts a refresh in the background and still
  * answers from the previous snapshot, so no read waits for a refresh once a brand has a
  * snapshot. One refresher per brand at a time (advisory lock). With no staleness allowed, reads
  * refresh synchronously (always current).
+ *
+ * @module
  */
-import type { Sql, Tx } from "../db.ts";
+import { log } from "../log.ts";
+import type { Sql, Tx } from "../store/db.ts";
 
 /** How fresh insights must be: the clock, and how old an outdated snapshot may still be served. */
 export interface Freshness {
@@ -90,12 +92,10 @@ function _refreshInBackground(sql: Sql, brandId: string, freshness: Freshness): 
   const refresh = refreshSummaries(sql, brandId, freshness.now);
   if (freshness.background) return freshness.background(refresh);
   refresh.catch((err) =>
-    console.error(JSON.stringify({
-      level: "error",
-      msg: "insight summaries refresh failed",
+    log("error", "insight summaries refresh failed", {
       brand: brandId,
       error: err instanceof Error ? err.message : String(err),
-    }))
+    })
   );
 }
 

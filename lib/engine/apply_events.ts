@@ -1,8 +1,13 @@
-import { databaseFailure, type Sql, type Tx } from "../db.ts";
+/**
+ * Applying a batch of events in one transaction: idempotent by event id, profiles created or
+ * merged, visits and sessions counted, `updateProperties` applied.
+ *
+ * @module
+ */
+import { databaseFailure, type Sql, type Tx } from "../store/db.ts";
 import { type ApplyResult, checkEvent, type EventBatch } from "./engine.ts";
+import { jsonParam } from "./sql_json.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
-
-type _Tx = Tx;
 
 interface _EventRow {
   id: string;
@@ -123,7 +128,7 @@ export function dataErrorMessage(err: unknown): string {
 async function _transaction<T>(
   sql: Sql,
   options: { deadline?: number },
-  fn: (tx: _Tx) => Promise<T>,
+  fn: (tx: Tx) => Promise<T>,
 ): Promise<T> {
   return await sql.begin(async (tx) => {
     if (options.deadline !== undefined) {
@@ -146,7 +151,7 @@ async function _transaction<T>(
  * O(log n) savepoints each.
  */
 async function _isolate(
-  tx: _Tx,
+  tx: Tx,
   batch: EventBatch,
   rows: _EventRow[],
   now: Date,
@@ -177,7 +182,7 @@ function _checkTimeStamp(timeStamp: string | undefined): { status: number; error
 
 /** Stores the rows; returns, for each newly stored event id, whether it changed its profile. */
 async function _applyRows(
-  tx: _Tx,
+  tx: Tx,
   batch: EventBatch,
   rows: _EventRow[],
   now: Date,
@@ -191,7 +196,7 @@ async function _applyRows(
                         flattened_properties, target, source, received_at)
     select ${scope}, x.id, x.profile_id, x.session_id, x.event_type, x.time_stamp, x.properties,
            x.flattened_properties, x.target, ${source}, ${batch.receivedAt}::timestamptz
-    from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
+    from jsonb_to_recordset(${jsonParam(tx, rows)}::jsonb) as x(
       id text, profile_id text, session_id text, event_type text, time_stamp timestamptz,
       properties jsonb, flattened_properties jsonb, target jsonb)
     on conflict (scope, id) do nothing
@@ -282,7 +287,7 @@ async function _applyRows(
     update profiles p
     set properties = x.properties, provenance = x.provenance, first_visit = x.first_visit,
         last_visit = x.last_visit, nb_of_visits = x.nb_of_visits, updated_at = ${now}
-    from jsonb_to_recordset(${tx.json(writes as never)}::jsonb) as x(
+    from jsonb_to_recordset(${jsonParam(tx, writes)}::jsonb) as x(
       item_id text, properties jsonb, provenance text, first_visit timestamptz,
       last_visit timestamptz, nb_of_visits integer)
     where p.scope = ${scope} and p.item_id = x.item_id`;
@@ -323,7 +328,7 @@ function _needsProfileLogic(row: _EventRow, source: string): boolean {
  * under its lock comes back from the first, so which event changed its profile is known exactly.
  */
 async function _applyVisitsOnly(
-  tx: _Tx,
+  tx: Tx,
   batch: EventBatch,
   rows: _EventRow[],
   now: Date,
@@ -338,7 +343,7 @@ async function _applyVisitsOnly(
     }[]
   >`
     with x as (
-      select * from jsonb_to_recordset(${tx.json(rows as never)}::jsonb) as x(
+      select * from jsonb_to_recordset(${jsonParam(tx, rows)}::jsonb) as x(
         id text, index integer, profile_id text, session_id text, event_type text,
         time_stamp timestamptz, properties jsonb, flattened_properties jsonb, target jsonb)
     ), ins as (
@@ -421,7 +426,7 @@ async function _applyVisitsOnly(
       with changes as (
         select coalesce(v.item_id, f.item_id) as item_id, coalesce(v.n, 0) as n,
                f.item_id is not null as flip
-        from jsonb_to_recordset(${tx.json(recount)}::jsonb) as v(item_id text, n integer)
+        from jsonb_to_recordset(${jsonParam(tx, recount)}::jsonb) as v(item_id text, n integer)
         full join unnest(${[...flipped]}::text[]) as f(item_id) on f.item_id = v.item_id
       )
       update profiles p
@@ -473,7 +478,7 @@ function _sessionRows(
 
 /** Maps each id to the profile it belongs to now (itself unless merged away). */
 async function _resolveAliases(
-  tx: _Tx,
+  tx: Tx,
   scope: string,
   ids: string[],
 ): Promise<Map<string, string>> {
@@ -487,7 +492,7 @@ async function _resolveAliases(
 
 /** Upserts the batch's sessions; returns how many new sessions (visits) each profile gained. */
 async function _upsertSessions(
-  tx: _Tx,
+  tx: Tx,
   scope: string,
   fresh: _EventRow[],
   master: Map<string, string>,
@@ -496,7 +501,7 @@ async function _upsertSessions(
   const upserted = await tx<{ profile_id: string; inserted: boolean }[]>`
     insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at, event_count)
     select ${scope}, x.item_id, x.profile_id, x.first, x.last, x.count
-    from jsonb_to_recordset(${tx.json(sessions as never)}::jsonb) as x(
+    from jsonb_to_recordset(${jsonParam(tx, sessions)}::jsonb) as x(
       item_id text, profile_id text, first timestamptz, last timestamptz, count integer)
     on conflict (scope, item_id) do update
     set first_event_at = least(sessions.first_event_at, excluded.first_event_at),
@@ -517,7 +522,7 @@ async function _upsertSessions(
  * histories stay attached. Returns the survivor's id, or null when either profile is missing.
  */
 export async function mergeProfiles(
-  tx: _Tx,
+  tx: Tx,
   scope: string,
   into: string,
   from: string,
@@ -541,7 +546,7 @@ export async function mergeProfiles(
     .sort((x, y) => y.getTime() - x.getTime())[0] ?? null;
   await tx`
     update profiles
-    set properties = ${tx.json({ ...absorb.properties, ...keep.properties } as never)}::jsonb,
+    set properties = ${jsonParam(tx, { ...absorb.properties, ...keep.properties })}::jsonb,
         provenance = 'merged', first_visit = ${firstVisit}, last_visit = ${lastVisit},
         nb_of_visits = ${keep.nb_of_visits + absorb.nb_of_visits}, updated_at = ${now}
     where scope = ${scope} and item_id = ${keep.item_id}`;

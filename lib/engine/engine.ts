@@ -1,6 +1,15 @@
-import type { Sql } from "../db.ts";
-import { checkEventProperties, findEventType } from "../event_types.ts";
-import { applyEventBatch } from "./apply_events.ts";
+/**
+ * The customer-data engine: it owns profiles, sessions and events in Postgres. `Engine` (here) is
+ * what the gateway sees, with `checkEvent`; `embedded.ts` implements it over the service's own
+ * database through `apply_events.ts`. Beside it: the event-type registry (`event_types.ts`),
+ * `updateProperties` (`update_properties.ts`), profile reads (`profiles.ts`), the condition
+ * language (`conditions.ts` and `conditions/`), the caller-condition policy
+ * (`caller_condition.ts`), segments (`segments.ts`) and the query API's reads (`queries.ts`).
+ * Engine modules throw `DomainError` and take `sql`, never the app's dependencies.
+ *
+ * @module
+ */
+import { checkEventProperties, findEventType } from "./event_types.ts";
 import { checkUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 
 /** An event accepted at the edge, with its server id. */
@@ -26,7 +35,7 @@ export interface EventBatch {
   events: IngestEvent[];
 }
 
-/** The engine's answer for one event (spec 4.1 sync `results[]`, without the index). */
+/** The engine's answer for one event (the synchronous ingest's `results[]`, without the index). */
 export type ApplyResult =
   | { ok: true; status: 200; result: { updated: number; processedItems: number } }
   | { ok: false; status: number; error: string };
@@ -45,15 +54,6 @@ export interface Engine {
    * Past `deadline` (epoch ms) it throws and stores nothing.
    */
   applyEvents(batch: EventBatch, options?: { deadline?: number }): Promise<ApplyResult[]>;
-}
-
-/** The embedded engine over Postgres. */
-export function createEmbeddedEngine(deps: { sql: Sql; now: () => Date }): Engine {
-  return {
-    checkEvent,
-    applyEvents: (batch, options = {}) =>
-      applyEventBatch(deps.sql, batch, { ...options, now: deps.now }),
-  };
 }
 
 /** Checks an event against the registry: type known, properties valid, updates well-formed. */

@@ -1,7 +1,13 @@
-import type { Sql } from "../db.ts";
-import { countToWindow } from "../pagination.ts";
+/**
+ * Profile reads: the profile view, identity fields, and pages of profiles, their events and
+ * sessions.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+import { countToWindow } from "../http/pagination.ts";
 
-/** The identity fields projected from a profile (spec 2.3, design.md section 8). */
+/** The identity fields projected from a profile. */
 export const IDENTITY_FIELDS = [
   "email",
   "phoneNumber",

@@ -1,6 +1,11 @@
-import type postgres from "postgres";
-import type { Sql } from "../db.ts";
-import { HttpError } from "../errors.ts";
+/**
+ * The query API's reads: counts, metrics and aggregates over profiles or events under a
+ * condition, run under a per-query time budget.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+import { DomainError } from "../errors.ts";
 import {
   compileCondition,
   type Condition,
@@ -9,9 +14,8 @@ import {
   type PropertySource,
   resolveDateExpr,
   resolveProperty,
+  type SqlFragment,
 } from "./conditions.ts";
-
-type _Fragment = postgres.PendingQuery<postgres.Row[]>;
 
 /** Statistics of POST /cdp/query/{itemType}/{property}/metrics. */
 export const METRICS = ["sum", "avg", "min", "max"] as const;
@@ -19,7 +23,7 @@ export type Metric = (typeof METRICS)[number];
 
 /**
  * Resolves a metrics or aggregate property: the condition language's allowlist, narrowed to what
- * spec 4.10 addresses (profile `properties.*`; event `properties.*`, `flattenedProperties.*`,
+ * the query API addresses (profile `properties.*`; event `properties.*`, `flattenedProperties.*`,
  * `timeStamp`, `eventType`). Anything else, scope references included, is 400.
  */
 export function statisticsProperty(itemType: ItemType, name: string): PropertySource {
@@ -30,7 +34,7 @@ export function statisticsProperty(itemType: ItemType, name: string): PropertySo
     ? resolveProperty(itemType, name)
     : { ok: false as const, message: "not an addressable property of this item type" };
   if (!resolved.ok) {
-    throw new HttpError(400, "bad_request", `property ${name}: ${resolved.message}`);
+    throw new DomainError("invalid_input", `property ${name}: ${resolved.message}`);
   }
   return resolved.source;
 }
@@ -55,25 +59,30 @@ function _from(
  * The matching items' values as the derived table `v`, computed once per row (`offset 0` keeps
  * the planner from inlining the expression into every aggregate that reads it).
  */
-function _values(sql: Sql, value: _Fragment, table: _Fragment, where: _Fragment): _Fragment {
+function _values(
+  sql: Sql,
+  value: SqlFragment,
+  table: SqlFragment,
+  where: SqlFragment,
+): SqlFragment {
   return sql`(select ${value} as v from ${table} where ${where} offset 0) as s`;
 }
 
 /** The numeric value of a property, null when absent or not a number (dates: epoch ms). */
-function _number(sql: Sql, source: PropertySource): _Fragment {
+function _number(sql: Sql, source: PropertySource): SqlFragment {
   const value = propertyExpression(sql, source);
   if (source.kind === "json") return sql`cdp_jsonb_numeric(${value})`;
   if (source.kind === "timestamptz") return sql`(extract(epoch from ${value}) * 1000)`;
   if (source.kind === "integer") return value;
-  throw new HttpError(400, "bad_request", "metrics and numeric ranges need a numeric property");
+  throw new DomainError("invalid_input", "metrics and numeric ranges need a numeric property");
 }
 
 /** The timestamp value of a property, null when absent or not an ISO date-time. */
-function _timestamp(sql: Sql, source: PropertySource): _Fragment {
+function _timestamp(sql: Sql, source: PropertySource): SqlFragment {
   const value = propertyExpression(sql, source);
   if (source.kind === "json") return sql`cdp_try_timestamptz(${value} #>> '{}')`;
   if (source.kind === "timestamptz") return value;
-  throw new HttpError(400, "bad_request", "date aggregates need a date property");
+  throw new DomainError("invalid_input", "date aggregates need a date property");
 }
 
 /**
@@ -98,8 +107,8 @@ export async function withQueryBudget<T>(
 /** A data exception (SQLSTATE class 22, such as a bad regex) as 502; anything else as is. */
 export function evaluationError(err: unknown): unknown {
   const code = (err as { code?: unknown })?.code;
-  if (!(err instanceof HttpError) && typeof code === "string" && code.startsWith("22")) {
-    return new HttpError(502, "upstream_error", "the query could not be evaluated", {
+  if (!(err instanceof DomainError) && typeof code === "string" && code.startsWith("22")) {
+    return new DomainError("upstream_failed", "the query could not be evaluated", {
       cause: err,
     });
   }
@@ -216,9 +225,8 @@ export async function aggregate(
   if (spec.type === "date") {
     const unit = _INTERVALS[spec.interval ?? ""];
     if (!unit) {
-      throw new HttpError(
-        400,
-        "bad_request",
+      throw new DomainError(
+        "invalid_input",
         `interval must be one of ${Object.keys(_INTERVALS).join(", ")}`,
       );
     }
@@ -268,12 +276,12 @@ function _bound(
   if (value === undefined) return null;
   if (type === "numericRange") {
     if (typeof value !== "number") {
-      throw new HttpError(400, "bad_request", "numericRange bounds are numbers");
+      throw new DomainError("invalid_input", "numericRange bounds are numbers");
     }
     return value;
   }
   const date = typeof value === "string" ? (resolveDateExpr(value, now) ?? _iso(value)) : null;
-  if (!date) throw new HttpError(400, "bad_request", `not a date or date math: ${String(value)}`);
+  if (!date) throw new DomainError("invalid_input", `not a date or date math: ${String(value)}`);
   return date;
 }
 

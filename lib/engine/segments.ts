@@ -1,16 +1,16 @@
-import type { Sql } from "../db.ts";
-import { HttpError } from "../errors.ts";
-import {
-  compileCondition,
-  type Condition,
-  injectScopePredicate,
-  parseCondition,
-  stripScopePredicates,
-} from "./conditions.ts";
-import { IDENTITY_FIELDS, type ProfileView, profileView } from "./profiles.ts";
+/**
+ * Segments: storage of a brand's segments, their members (pages, counts, NDJSON export) and a
+ * profile's memberships.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+import { DomainError } from "../errors.ts";
+import { compileCondition, type Condition } from "./conditions.ts";
+import { IDENTITY_FIELDS, identityOf, type ProfileView, profileView } from "./profiles.ts";
 import { evaluationError } from "./queries.ts";
 
-/** A segment as the API shows it (spec 2.4). */
+/** A segment as the API shows it. */
 export interface SegmentView {
   id: string;
   name: string;
@@ -30,36 +30,11 @@ interface _SegmentRow {
 export function segmentId(scope: string, keyOrName: string): string {
   const slug = keyOrName.normalize("NFKD").toLowerCase().replace(/[^a-z0-9]+/g, "_")
     .replace(/^_+|_+$/g, "").slice(0, 64);
-  if (!slug) throw new HttpError(400, "bad_request", "key or name must contain letters or digits");
+  if (!slug) throw new DomainError("invalid_input", "key or name must contain letters or digits");
   return `seg__${scope}__${slug}`;
 }
 
-/**
- * Prepares a caller's condition for storage (spec 4.8): strip every scope predicate (a foreign
- * one too), validate what remains against the public vocabulary, then AND-inject the brand's.
- * The result is validated as the compiler will (limits included), so a stored segment always
- * compiles.
- */
-export function scopedCondition(raw: unknown, scope: string, path = "$.condition"): Condition {
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
-    throw new HttpError(400, "bad_request", "condition must be an object");
-  }
-  const stripped = stripScopePredicates(raw);
-  if (stripped === null) {
-    throw new HttpError(
-      400,
-      "bad_request",
-      "condition is empty once the scope predicate is removed",
-    );
-  }
-  const condition = injectScopePredicate(
-    parseCondition(stripped, { itemType: "profile", root: path, scopeInjected: true }),
-    scope,
-  );
-  return parseCondition(condition, { itemType: "profile", root: path, allowScope: true });
-}
-
-/** Stores a new segment; 409 when its id exists. */
+/** Stores a new segment; `conflict` when its id exists. */
 export async function createSegment(
   sql: Sql,
   input: {
@@ -71,14 +46,16 @@ export async function createSegment(
     now: Date;
   },
 ): Promise<SegmentView> {
-  const inserted = await sql`
+  const inserted = await _persisting(() =>
+    sql`
     insert into segments (scope, id, name, description, condition, created_at, updated_at)
     values (${input.scope}, ${input.id}, ${input.name}, ${input.description ?? null},
             ${JSON.stringify(input.condition)}::text::json, ${input.now}, ${input.now})
     on conflict (scope, id) do nothing
-    returning id`;
+    returning id`
+  );
   if (inserted.count === 0) {
-    throw new HttpError(409, "conflict", `segment ${input.id} exists; update it with PUT`);
+    throw new DomainError("conflict", `segment ${input.id} exists; update it with PUT`);
   }
   return _view(input.scope, { ...input, description: input.description ?? null });
 }
@@ -102,15 +79,26 @@ export async function updateSegment(
     now: Date;
   },
 ): Promise<SegmentView | null> {
-  const [row] = await sql<_SegmentRow[]>`
+  const [row] = await _persisting(() =>
+    sql<_SegmentRow[]>`
     update segments
     set condition = ${JSON.stringify(input.condition)}::text::json,
         name = coalesce(${input.name ?? null}, name),
         description = coalesce(${input.description ?? null}, description),
         updated_at = ${input.now}
     where scope = ${input.scope} and id = ${input.id}
-    returning id, name, description, condition`;
+    returning id, name, description, condition`
+  );
   return row ? _view(input.scope, row) : null;
+}
+
+/** A storage failure while writing a segment is `upstream_failed`: nothing was persisted. */
+async function _persisting<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (err) {
+    throw new DomainError("upstream_failed", "the segment could not be persisted", { cause: err });
+  }
 }
 
 /** A page of the scope's segments by id. */
@@ -159,6 +147,50 @@ export async function countMembers(
     select count(*)::int as n from (
       select 1 from profiles p where ${_members(sql, segment, now)} limit ${cap}) capped`;
   return row!.n;
+}
+
+/** A page of a segment's members, with their identities and the member count (up to `cap`). */
+export async function membersPage(
+  sql: Sql,
+  segment: SegmentView,
+  page: { limit: number; offset: number; after?: string; now: Date; cap: number },
+): Promise<{
+  list: ProfileView[];
+  more: boolean;
+  totalSize: number;
+  identities: Record<string, Record<string, unknown>>;
+}> {
+  const { list, more } = await segmentMembers(sql, segment, page);
+  const totalSize = await countMembers(sql, segment, page.now, page.cap);
+  const identities = Object.fromEntries(list.map((p) => [p.itemId, identityOf(p.properties)]));
+  return { list, more, totalSize, identities };
+}
+
+/** The ids of the scope's segments a profile belongs to, in id order. */
+export async function segmentsOfProfile(
+  sql: Sql,
+  scope: string,
+  profileId: string,
+  now: Date,
+): Promise<string[]> {
+  const segments = await sql<{ id: string; condition: Condition }[]>`
+    select id, condition from segments where scope = ${scope} order by id`;
+  const member: string[] = [];
+  for (const segment of segments) {
+    const [row] = await sql`
+      select 1 from profiles p
+      where p.scope = ${scope} and p.item_id = ${profileId}
+        and ${
+      compileCondition(sql, segment.condition, {
+        itemType: "profile",
+        now,
+        scope,
+        single: true,
+      })
+    }`;
+    if (row) member.push(segment.id);
+  }
+  return member;
 }
 
 /** The filter of a segment's members over `profiles p`, after `after` in id order if given. */

@@ -2,6 +2,8 @@
  * Apache Unomi's `updateProperties` event, as a pure function over a profile's properties:
  * `update` sets (null removes), `add` sets only what is absent, `delete` removes. Keys are
  * `properties.<name>` paths; dots address nested objects.
+ *
+ * @module
  */
 
 /** The `properties` payload of an updateProperties event. */

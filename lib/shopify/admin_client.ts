@@ -1,15 +1,14 @@
 /**
- * Live product reads from the Shopify Admin GraphQL API (spec 2.7, 4.11): the client (transport,
- * cost-based throttle handling, error mapping, normalization) and the read-through cache in Deno
- * KV in front of it. The access token is decrypted only to be sent in `X-Shopify-Access-Token`;
- * neither it nor the raw payload ever leaves this module.
+ * The Shopify Admin GraphQL API client: transport, cost-based throttle handling, error mapping
+ * (to domain errors) and product normalization. The access token is only sent in
+ * `X-Shopify-Access-Token`; neither it nor the raw payload ever leaves this module. The brand's
+ * cached product reads over it are lib/shopify/product_reads.ts.
+ *
+ * @module
  */
 import { z } from "zod";
-import type { AppDeps } from "../app_env.ts";
 import type { Config } from "../config.ts";
-import { HttpError } from "../errors.ts";
-import { productCacheKey } from "../kv_keys.ts";
-import { openTokenCipher, type TokenCipher } from "../token_cipher.ts";
+import { DomainError } from "../errors.ts";
 
 /** A product variant, normalized. */
 export interface ProductVariant {
@@ -26,7 +25,7 @@ export interface ProductImage {
   altText: string | null;
 }
 
-/** The normalized product of spec 2.7. Ids are the numeric tail of Shopify's GIDs. */
+/** A product, normalized. Ids are the numeric tail of Shopify's GIDs. */
 export interface Product {
   id: string;
   title: string;
@@ -47,7 +46,7 @@ export interface ShopifyCredentials {
   accessToken: string;
 }
 
-/** The Admin API operations the service uses. Errors are thrown as the contract's HttpError. */
+/** The Admin API operations the service uses. Errors are thrown as DomainError. */
 export interface ShopifyAdmin {
   listProducts(
     credentials: ShopifyCredentials,
@@ -156,7 +155,8 @@ function _normalize(raw: z.infer<typeof _RawProduct>): Product {
   };
 }
 
-const _FORBIDDEN = "The storefront token cannot read products";
+/** Why a product read is refused: the token Shopify holds for the shop cannot read products. */
+export const PRODUCTS_FORBIDDEN = "The storefront token cannot read products";
 
 class _Throttled {
   constructor(readonly waitMs: number) {}
@@ -176,7 +176,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
       encodeURIComponent(options.apiVersion)
     }/graphql.json`;
 
-  /** One POST; returns `data`, or a _Throttled, or throws the mapped HttpError. */
+  /** One POST; returns `data`, or a _Throttled, or throws the mapped DomainError. */
   async function attempt(
     credentials: ShopifyCredentials,
     query: string,
@@ -199,35 +199,36 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
     } catch (err) {
       const timedOut = err instanceof DOMException &&
         (err.name === "TimeoutError" || err.name === "AbortError");
-      throw new HttpError(
-        502,
-        "upstream_error",
+      throw new DomainError(
+        "upstream_failed",
         timedOut ? `Shopify did not answer within ${timeoutMs} ms` : "Shopify could not be reached",
-        { cause: new Error(`shopify request failed: ${_describe(err)}`) },
+        { cause: new Error(`shopify request failed: ${describeError(err)}`) },
       );
     }
     if (res.status === 429) return new _Throttled(_retryAfterMs(res.headers.get("retry-after")));
-    if (res.status === 401 || res.status === 403) throw new HttpError(403, "forbidden", _FORBIDDEN);
+    if (res.status === 401 || res.status === 403) {
+      throw new DomainError("forbidden", PRODUCTS_FORBIDDEN);
+    }
     if (res.status < 200 || res.status > 299) {
-      throw new HttpError(502, "upstream_error", `Shopify answered HTTP ${res.status}`);
+      throw new DomainError("upstream_failed", `Shopify answered HTTP ${res.status}`);
     }
     let body: { data?: unknown; errors?: unknown; extensions?: unknown };
     try {
       body = JSON.parse(text);
       if (body === null || typeof body !== "object") throw new Error("not an object");
     } catch {
-      throw new HttpError(502, "upstream_error", "Shopify answered with malformed JSON");
+      throw new DomainError("upstream_failed", "Shopify answered with malformed JSON");
     }
     if (body.errors !== undefined && body.errors !== null) {
       const errors = Array.isArray(body.errors) ? body.errors : [body.errors];
       const codes = errors.map((e) => (e as { extensions?: { code?: unknown } })?.extensions?.code);
       const messages = errors.map((e) => String((e as { message?: unknown })?.message ?? e));
       if (codes.includes("THROTTLED")) return new _Throttled(_costWaitMs(body.extensions));
-      if (codes.includes("ACCESS_DENIED")) throw new HttpError(403, "forbidden", _FORBIDDEN);
+      if (codes.includes("ACCESS_DENIED")) throw new DomainError("forbidden", PRODUCTS_FORBIDDEN);
       if (variables.after !== undefined && messages.some((m) => /cursor/i.test(m))) {
-        throw new HttpError(400, "bad_request", "invalid cursor");
+        throw new DomainError("invalid_input", "invalid cursor");
       }
-      throw new HttpError(502, "upstream_error", "Shopify answered with an error", {
+      throw new DomainError("upstream_failed", "Shopify answered with an error", {
         cause: new Error(`shopify graphql errors: ${codes.join(",")}`),
       });
     }
@@ -245,8 +246,8 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
       if (!(outcome instanceof _Throttled)) return outcome;
       if (retry >= maxRetries) {
         const seconds = Math.max(1, Math.ceil(outcome.waitMs / 1000));
-        throw new HttpError(429, "rate_limited", "Shopify is throttling this shop; retry later", {
-          headers: { "Retry-After": String(seconds) },
+        throw new DomainError("throttled", "Shopify is throttling this shop; retry later", {
+          retryAfterSeconds: seconds,
         });
       }
       await sleep(Math.min(outcome.waitMs, maxWaitMs));
@@ -256,7 +257,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
   function parse<T extends z.ZodType>(schema: T, data: unknown): z.infer<T> {
     const parsed = schema.safeParse(data);
     if (!parsed.success) {
-      throw new HttpError(502, "upstream_error", "Shopify answered with an unexpected shape");
+      throw new DomainError("upstream_failed", "Shopify answered with an unexpected shape");
     }
     return parsed.data;
   }
@@ -309,123 +310,7 @@ function _retryAfterMs(header: string | null): number {
   return Number.isFinite(seconds) && seconds >= 0 ? Math.ceil(seconds * 1000) : 1000;
 }
 
-function _describe(err: unknown): string {
+/** An error in one line, for logs and causes. */
+export function describeError(err: unknown): string {
   return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Product reads for a brand: access token, read-through cache, client.
-
-/** Largest cache entry written; KV refuses values over 64 KiB, and a bigger page just is not cached. */
-const _MAX_CACHE_BYTES = 64_000;
-
-interface _CacheEntry<T> {
-  expiresAt: number;
-  value: T;
-}
-
-/** Product reads of one app: its client, its token cipher, its cache. */
-export interface ProductReads {
-  list(
-    brand: { brandId: string; scope: string },
-    page: { first: number; after?: string },
-  ): Promise<ProductPage>;
-  get(brand: { brandId: string; scope: string }, id: string): Promise<Product | null>;
-}
-
-/** Builds the product reads over the app's dependencies (the client defaults to the config's). */
-export function createProductReads(
-  deps: Pick<AppDeps, "kv" | "sql" | "now" | "config" | "shopify">,
-): ProductReads {
-  const client = deps.shopify ?? shopifyAdminFromConfig(deps.config);
-  const ttlMs = deps.config.productCacheTtlSeconds * 1000;
-  let cipher: Promise<TokenCipher> | undefined;
-
-  async function credentials(
-    brand: { brandId: string; scope: string },
-    ciphertext: string,
-  ): Promise<ShopifyCredentials> {
-    cipher ??= openTokenCipher(deps.kv, deps.config.tokenEncryptionKey);
-    try {
-      return { shop: brand.scope, accessToken: await (await cipher).decrypt(ciphertext) };
-    } catch (err) {
-      cipher = undefined;
-      // An operator problem (TOKEN_ENCRYPTION_KEY changed), not the brand's: 500, logged.
-      throw new HttpError(500, "internal_error", "The stored access token cannot be decrypted", {
-        cause: err,
-      });
-    }
-  }
-
-  async function storedToken(brand: { brandId: string; scope: string }): Promise<string> {
-    const [row] = await deps.sql<{ access_token_ciphertext: string | null }[]>`
-      select access_token_ciphertext from integrations
-      where brand_id = ${brand.brandId} and provider = 'shopify' and shop_domain = ${brand.scope}`;
-    if (!row?.access_token_ciphertext) {
-      throw new HttpError(403, "forbidden", `${_FORBIDDEN}: no access token is stored`);
-    }
-    return row.access_token_ciphertext;
-  }
-
-  async function readThrough<T>(
-    key: Deno.KvKey,
-    load: () => Promise<T>,
-    cacheable: (value: T) => boolean,
-  ): Promise<T> {
-    if (ttlMs > 0) {
-      const hit = await deps.kv.get<Uint8Array>(key);
-      const entry = hit.value instanceof Uint8Array ? _decodeEntry<T>(hit.value) : null;
-      // KV expiry is lazy: the entry's own deadline, on the service clock, decides.
-      if (entry && entry.expiresAt > deps.now().getTime()) return entry.value;
-    }
-    const value = await load();
-    if (ttlMs > 0 && cacheable(value)) {
-      const entry: _CacheEntry<T> = { expiresAt: deps.now().getTime() + ttlMs, value };
-      const bytes = new TextEncoder().encode(JSON.stringify(entry));
-      if (bytes.byteLength <= _MAX_CACHE_BYTES) {
-        try {
-          await deps.kv.set(key, bytes, { expireIn: ttlMs });
-        } catch (err) {
-          // The answer is good; a cache that cannot be written only costs the next caller.
-          console.error(JSON.stringify({
-            level: "warn",
-            message: "product cache write failed",
-            error: _describe(err),
-          }));
-        }
-      }
-    }
-    return value;
-  }
-
-  return {
-    async list(brand, page) {
-      const ciphertext = await storedToken(brand);
-      const key = productCacheKey(brand.scope, "list", `${page.first}:${page.after ?? ""}`);
-      return await readThrough(
-        key,
-        async () => client.listProducts(await credentials(brand, ciphertext), page),
-        () => true,
-      );
-    },
-    async get(brand, id) {
-      const ciphertext = await storedToken(brand);
-      const key = productCacheKey(brand.scope, "product", id);
-      return await readThrough(
-        key,
-        async () => client.getProduct(await credentials(brand, ciphertext), id),
-        (product) => product !== null,
-      );
-    },
-  };
-}
-
-// An unreadable entry (written by another version, say) is a miss, never an error.
-function _decodeEntry<T>(bytes: Uint8Array): _CacheEntry<T> | null {
-  try {
-    const entry = JSON.parse(new TextDecoder().decode(bytes));
-    return typeof entry?.expiresAt === "number" && "value" in entry ? entry : null;
-  } catch {
-    return null;
-  }
 }

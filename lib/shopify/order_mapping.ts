@@ -1,6 +1,6 @@
 /**
- * Shopify webhook payloads (REST shape) to the normalized records of design.md section 6. Pure
- * functions: no I/O. The tables below are the contract; the README repeats them.
+ * Shopify webhook payloads (REST shape) to the normalized order, subscription and customer lines
+ * of lib/commerce/order_lines.ts. Pure functions: no I/O. The tables below are the contract.
  *
  * Order state, first rule that matches:
  *
@@ -23,9 +23,11 @@
  * | `authorized`, `partially_paid`         | `processing`   |
  * | `pending`, absent, unknown             | `billable`     |
  * | `refunded`, `voided`, `expired`        | `on_hold`      |
+ *
+ * @module
  */
 import type { z } from "zod";
-import { HttpError } from "../errors.ts";
+import { DomainError } from "../errors.ts";
 import {
   type BILLING_STATUSES,
   CustomerSchema,
@@ -35,7 +37,7 @@ import {
   SUBSCRIPTION_STATUSES,
   type SubscriptionLine,
   SubscriptionLineSchema,
-} from "../commerce/orders.ts";
+} from "../commerce/order_lines.ts";
 
 type _State = (typeof ORDER_STATES)[number];
 type _Billing = (typeof BILLING_STATUSES)[number];
@@ -106,7 +108,7 @@ function _billing(financial: string): _Billing {
 }
 
 /**
- * Maps an order webhook payload to an order line (design.md section 6):
+ * Maps an order webhook payload to an order line:
  *
  * | normalized               | Shopify order payload                                           |
  * | ------------------------ | --------------------------------------------------------------- |
@@ -183,7 +185,7 @@ export function mapShopifyCustomer(
     last_name: _text(payload.last_name) ?? null,
   }, "customer");
   if (!customer.shopify_customer_id) {
-    throw new HttpError(400, "bad_request", "customer.id: Required");
+    throw new DomainError("invalid_input", "customer.id: Required");
   }
   return { ...customer, shopify_customer_id: customer.shopify_customer_id };
 }
@@ -269,5 +271,5 @@ function _parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z
   const problems = parsed.error.issues.map((issue) =>
     `${[what, ...issue.path.map(String)].join(".")}: ${issue.message}`
   );
-  throw new HttpError(400, "bad_request", `payload does not map: ${problems.join("; ")}`);
+  throw new DomainError("invalid_input", `payload does not map: ${problems.join("; ")}`);
 }

@@ -1,22 +1,25 @@
 /**
- * Shopify webhooks (design.md section 7): signature verification and what each topic does.
+ * Shopify webhooks: signature verification and what each topic does.
+ *
+ * The principal module of lib/shopify/, which owns everything that speaks Shopify: its webhooks
+ * (this module), their payloads mapped to commerce lines (order_mapping.ts), the Admin GraphQL
+ * client (admin_client.ts) and a brand's cached product reads over it (product_reads.ts).
  *
  * Every effect runs in one transaction with the insert of its `webhook_deliveries` row
  * (`on conflict do nothing`): a repeated `X-Shopify-Webhook-Id` finds the row and is acknowledged
  * without being applied again, and a delivery whose effect fails leaves no row, so Shopify's
  * retry applies it.
+ *
+ * @module
  */
-import type { Sql, Tx } from "../db.ts";
-import { bumpBrandVersion } from "../brands.ts";
-import { HttpError } from "../errors.ts";
-import {
-  normalizeEmail,
-  normalizePhone,
-  type OrderLine,
-  upsertContact,
-  upsertOrder,
-  upsertSubscription,
-} from "../commerce/orders.ts";
+import type { Sql, Tx } from "../store/db.ts";
+import { bumpBrandVersion } from "../tenancy/brands.ts";
+import { DomainError } from "../errors.ts";
+import { log, type LogLevel } from "../log.ts";
+import { normalizeEmail, normalizePhone, upsertContact } from "../commerce/contacts.ts";
+import type { OrderLine } from "../commerce/order_lines.ts";
+import { upsertOrder } from "../commerce/orders.ts";
+import { upsertSubscription } from "../commerce/subscriptions.ts";
 import { markInsightsChanged } from "../commerce/summaries.ts";
 import {
   mapShopifyCustomer,
@@ -129,8 +132,8 @@ export interface WebhookDeps {
   kv: Deno.Kv;
   now: () => Date;
   newId: () => string;
-  /** Structured log lines (customers/data_request); console.log by default. */
-  log?: (line: Record<string, unknown>) => void;
+  /** Where log lines go (customers/data_request); `log` (lib/log.ts) by default. */
+  log?: (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
 }
 
 type _Effect = (tx: Tx) => Promise<WebhookResult>;
@@ -194,7 +197,7 @@ function _checkPayloadShop(delivery: WebhookDelivery): void {
   const named = delivery.payload.shop_domain ?? delivery.payload.myshopify_domain;
   if (named === undefined || named === null) return;
   if (typeof named !== "string" || named.trim().toLowerCase() !== delivery.shop) {
-    throw new HttpError(400, "bad_request", "the payload names another shop than the header");
+    throw new DomainError("invalid_input", "the payload names another shop than the header");
   }
 }
 
@@ -242,9 +245,7 @@ function _effect(
     }
     case "customers/data_request": {
       const customer = _object(payload.customer);
-      const line = {
-        level: "info",
-        msg: "shopify customers/data_request",
+      const fields = {
         shop: delivery.shop,
         webhook_id: delivery.webhookId,
         data_request_id: shopifyId(_object(payload.data_request)?.id) ?? null,
@@ -255,7 +256,7 @@ function _effect(
       };
       return () => {
         // The data goes to the merchant out of band; this line is the record (no personal data).
-        (deps.log ?? ((l) => console.log(JSON.stringify(l))))(line);
+        (deps.log ?? log)("info", "shopify customers/data_request", fields);
         return Promise.resolve({ outcome: "applied" });
       };
     }
@@ -394,9 +395,8 @@ function _redactRequest(payload: Payload): _RedactRequest {
   const customer = _object(payload.customer);
   const orders = payload.orders_to_redact ?? [];
   if (!customer || !Array.isArray(orders)) {
-    throw new HttpError(
-      400,
-      "bad_request",
+    throw new DomainError(
+      "invalid_input",
       "payload does not map: customers/redact needs customer and orders_to_redact",
     );
   }

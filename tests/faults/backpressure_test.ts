@@ -4,8 +4,8 @@
  * answers 202 again, and the KV file the backlog filled is reused rather than grown.
  */
 import assert from "node:assert/strict";
-import { readBacklog } from "../../lib/ingest_queue.ts";
-import { createQueueHandler, startForwarder } from "../../workers/forwarder.ts";
+import { readBacklog } from "../../lib/ingest/queue.ts";
+import { createQueueHandler, startForwarder } from "../../lib/ingest/forwarder.ts";
 import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 
 const view = (profileId: string) => ({

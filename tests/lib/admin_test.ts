@@ -2,9 +2,9 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { loadConfig } from "../../lib/config.ts";
-import { type EventsMessage, writeDeadLetter } from "../../lib/ingest_queue.ts";
-import { usageDailyKey } from "../../lib/kv_keys.ts";
-import { openStores } from "../../lib/stores.ts";
+import { type EventsMessage, writeDeadLetter } from "../../lib/ingest/queue.ts";
+import { usageDailyKey } from "../../lib/store/kv_keys.ts";
+import { openStores } from "../../lib/store/stores.ts";
 import { DATABASE_URL, freshDatabase } from "../test_support.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

@@ -1,12 +1,9 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { setBrand } from "../../lib/brands.ts";
-import {
-  OrderLineSchema,
-  SubscriptionLineSchema,
-  upsertOrder,
-  upsertSubscription,
-} from "../../lib/commerce/orders.ts";
+import { setBrand } from "../../lib/tenancy/brands.ts";
+import { OrderLineSchema, SubscriptionLineSchema } from "../../lib/commerce/order_lines.ts";
+import { upsertOrder } from "../../lib/commerce/orders.ts";
+import { upsertSubscription } from "../../lib/commerce/subscriptions.ts";
 import { errorBody, type TestContext, withContext } from "../test_support.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;

@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import {
-  OrderLineSchema,
-  SubscriptionLineSchema,
-  upsertOrder,
-  upsertSubscription,
-} from "../../lib/commerce/orders.ts";
+import { OrderLineSchema, SubscriptionLineSchema } from "../../lib/commerce/order_lines.ts";
+import { upsertOrder } from "../../lib/commerce/orders.ts";
+import { upsertSubscription } from "../../lib/commerce/subscriptions.ts";
 import { RFM_TIER_MAP, rfmTier } from "../../lib/commerce/insights.ts";
 import { errorBody, type TestContext, withContext } from "../test_support.ts";
 
@@ -55,7 +52,7 @@ async function load(ctx: TestContext, brand: Brand, lines: Record<string, unknow
   });
 }
 
-/** The fixture of the README's worked example (clock: 2026-11-21T12:00:00Z). */
+/** The fixture of the documented insights example (clock: 2026-11-21T12:00:00Z). */
 async function seed(ctx: TestContext) {
   const a = await ctx.seedBrand();
   const b = await ctx.seedBrand();
@@ -398,7 +395,7 @@ Deno.test("brand insights: LTV buckets sum to the customer count; RFM tiers; pro
   });
 });
 
-Deno.test("RFM tier map: every cell is named and the README's corners hold", () => {
+Deno.test("RFM tier map: every cell is named and the documented corners hold", () => {
   for (const r of [1, 2, 3, 4, 5]) assert.equal(RFM_TIER_MAP[r]!.length, 5);
   assert.equal(rfmTier(5, 5, 5), "champions");
   assert.equal(rfmTier(5, 1, 1), "new");

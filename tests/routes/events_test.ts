@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { revokeApiKey } from "../../lib/api_keys.ts";
-import { setBrand } from "../../lib/brands.ts";
-import type { Rejection } from "../../lib/ingest.ts";
-import { startForwarder } from "../../workers/forwarder.ts";
+import { revokeApiKey } from "../../lib/tenancy/api_keys.ts";
+import { setBrand } from "../../lib/tenancy/brands.ts";
+import type { Rejection } from "../../lib/ingest/edge.ts";
+import { startForwarder } from "../../lib/ingest/forwarder.ts";
 import {
   errorBody,
   eventually,
@@ -177,7 +177,7 @@ Deno.test("rate limit: the API-wide per-key limit answers 429 with Retry-After",
 
 Deno.test("usage: each authenticated request is metered once, whatever its status", async () => {
   await withContext(async (ctx) => {
-    const { summarizeUsage } = await import("../../lib/usage.ts");
+    const { summarizeUsage } = await import("../../lib/http/usage.ts");
     const brand = await ctx.seedBrand();
     const noScope = await ctx.seedBrand({ shop: null });
     await (await ctx.request("/cdp/events/types", brand.key)).body?.cancel();
@@ -241,7 +241,7 @@ Deno.test("ingest async: 202, events queued with server ids and the brand's scop
 
 Deno.test("ingest async: metered once (202, and 429 past the API limit) and counted by the limit", async () => {
   await withContext(async (ctx) => {
-    const { summarizeUsage } = await import("../../lib/usage.ts");
+    const { summarizeUsage } = await import("../../lib/http/usage.ts");
     const brand = await ctx.seedBrand();
     for (const remaining of ["2", "1", "0"]) {
       const res = await post(ctx, brand.key, { events: [view("store_1")] });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { setBrand } from "../../lib/brands.ts";
+import { setBrand } from "../../lib/tenancy/brands.ts";
 import {
   errorBody,
   eventually,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { signSessionToken } from "../../lib/session_token.ts";
-import { summarizeUsage } from "../../lib/usage.ts";
+import { signSessionToken } from "../../lib/tenancy/session_token.ts";
+import { summarizeUsage } from "../../lib/http/usage.ts";
 import { errorBody, type TestContext, withContext } from "../test_support.ts";
 
 const ENV = { SHOPIFY_API_KEY: "app-client-id", SHOPIFY_API_SECRET: "app-secret" };

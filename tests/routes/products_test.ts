@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { setBrand } from "../../lib/brands.ts";
+import { setBrand } from "../../lib/tenancy/brands.ts";
 import { loadConfig } from "../../lib/config.ts";
-import { productCacheKey } from "../../lib/kv_keys.ts";
+import { productCacheKey } from "../../lib/store/kv_keys.ts";
 import { shopifyAdminFromConfig } from "../../lib/shopify/admin_client.ts";
 import {
   accessDenied,

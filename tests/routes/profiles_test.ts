@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { IngestEvent } from "../../lib/engine/engine.ts";
-import { mintCursor } from "../../lib/cursors.ts";
+import { mintCursor } from "../../lib/http/cursors.ts";
 import { errorBody, type TestContext, withContext } from "../test_support.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;

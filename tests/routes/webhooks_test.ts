@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { findBrandContext } from "../../lib/brands.ts";
+import { findBrandContext } from "../../lib/tenancy/brands.ts";
 import {
   importWebhookKey,
   pruneWebhookDeliveries,
@@ -706,7 +706,7 @@ Deno.test("webhooks: customers/data_request is acknowledged and logged without p
     assert.doesNotMatch(lines[0]!, /john|555-625/);
     assert.deepEqual(JSON.parse(lines[0]!), {
       level: "info",
-      msg: "shopify customers/data_request",
+      message: "shopify customers/data_request",
       shop: brand.scope,
       webhook_id: "dr-1",
       data_request_id: "9999",

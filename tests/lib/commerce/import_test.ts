@@ -1,14 +1,11 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { createBrand } from "../../../lib/brands.ts";
+import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { importNdjson } from "../../../lib/commerce/import.ts";
-import {
-  orderImport,
-  storedOrdersQuery,
-  subscriptionImport,
-} from "../../../lib/commerce/orders.ts";
-import type { Sql } from "../../../lib/db.ts";
-import { openTokenCipher } from "../../../lib/token_cipher.ts";
+import { orderImport, storedOrdersQuery } from "../../../lib/commerce/orders.ts";
+import { subscriptionImport } from "../../../lib/commerce/subscriptions.ts";
+import type { Sql } from "../../../lib/store/db.ts";
+import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { DATABASE_URL, freshDatabase, testClock } from "../../test_support.ts";
 
 const newId = monotonicFactory();

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { createBrand } from "../../../lib/brands.ts";
-import { ORDER_STATES } from "../../../lib/commerce/orders.ts";
+import { createBrand } from "../../../lib/tenancy/brands.ts";
+import { ORDER_STATES } from "../../../lib/commerce/order_lines.ts";
 import { listOrders } from "../../../lib/commerce/reads.ts";
-import { openTokenCipher } from "../../../lib/token_cipher.ts";
+import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const newId = monotonicFactory();

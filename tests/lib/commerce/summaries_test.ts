@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { createBrand } from "../../../lib/brands.ts";
+import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { importNdjson } from "../../../lib/commerce/import.ts";
 import { brandLtv, customerInsights } from "../../../lib/commerce/insights.ts";
 import { orderImport } from "../../../lib/commerce/orders.ts";
@@ -10,8 +10,8 @@ import {
   markInsightsChanged,
   refreshSummaries,
 } from "../../../lib/commerce/summaries.ts";
-import type { Sql } from "../../../lib/db.ts";
-import { openTokenCipher } from "../../../lib/token_cipher.ts";
+import type { Sql } from "../../../lib/store/db.ts";
+import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { DATABASE_URL, freshDatabase, testClock } from "../../test_support.ts";
 
 const newId = monotonicFactory();

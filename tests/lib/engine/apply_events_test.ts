@@ -5,13 +5,9 @@ import {
   defaultSessionId,
   mergeProfiles,
 } from "../../../lib/engine/apply_events.ts";
-import {
-  createEmbeddedEngine,
-  type Engine,
-  type EventBatch,
-  type IngestEvent,
-} from "../../../lib/engine/engine.ts";
-import { databaseFailure, type Sql } from "../../../lib/db.ts";
+import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
+import { type Engine, type EventBatch, type IngestEvent } from "../../../lib/engine/engine.ts";
+import { databaseFailure, type Sql } from "../../../lib/store/db.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import {
-  COMPARISON_OPERATORS,
   compileCondition,
   type Condition,
   type ConditionIssue,
@@ -12,8 +11,10 @@ import {
   stripScopePredicates,
   validateCondition,
 } from "../../../lib/engine/conditions.ts";
-import type { Sql } from "../../../lib/db.ts";
-import { HttpError } from "../../../lib/errors.ts";
+import { OPERATORS } from "../../../lib/engine/conditions/vocabulary.ts";
+import type { Sql } from "../../../lib/store/db.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { toHttpError } from "../../../lib/http/errors.ts";
 import { freshDatabase } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
@@ -130,7 +131,7 @@ const OPERATOR_VALUES: Record<string, string[]> = {
 // Validation (pure)
 
 Deno.test("conditions: the vocabulary is Unomi 2.7's operators without distance", () => {
-  assert.deepEqual([...COMPARISON_OPERATORS].sort(), Object.keys(OPERATOR_VALUES).sort());
+  assert.deepEqual([...OPERATORS.keys()].sort(), Object.keys(OPERATOR_VALUES).sort());
 });
 
 Deno.test("conditions: every condition type validates in its context", () => {
@@ -586,13 +587,15 @@ Deno.test("conditions: every issue of a tree is reported at once, with JSON path
   // parseCondition: 400 invalid_condition listing every "path: message", under the given root.
   const err = assert.throws(
     () => parseCondition(tree, { itemType: "profile", root: "$.condition" }),
-    (e: unknown) => e instanceof HttpError && e.status === 400 && e.code === "invalid_condition",
+    (e: unknown) =>
+      e instanceof DomainError && toHttpError(e).status === 400 &&
+      toHttpError(e).code === "invalid_condition",
   );
   void err;
   try {
     parseCondition(tree, { itemType: "profile", root: "$.condition" });
   } catch (e) {
-    const description = (e as HttpError).message;
+    const description = (e as DomainError).message;
     for (const path of paths(found)) {
       assert.ok(description.includes(path.replace("$", "$.condition")));
     }
@@ -1561,7 +1564,7 @@ Deno.test("compile: another scope's rows never match, and the scope predicate se
       ],
     );
     // Without allowScope, the same trees are refused.
-    await assert.rejects(() => profiles(sql, scopePredicate(A)), HttpError);
+    await assert.rejects(() => profiles(sql, scopePredicate(A)), DomainError);
   });
 });
 
@@ -1596,11 +1599,11 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
       [prop("properties.weird", "inContains", { propertyValues: ['"q', "UL"] }), ["bob", "eve"]],
     ]);
     const name = "properties.a'); drop table profiles; --";
-    assert.throws(() => parseCondition(prop(name, "exists"), { itemType: "profile" }), HttpError);
+    assert.throws(() => parseCondition(prop(name, "exists"), { itemType: "profile" }), DomainError);
     assert.throws(
       () =>
         compileCondition(sql, prop(name, "exists"), { itemType: "profile", now: NOW, scope: A }),
-      (e: unknown) => e instanceof HttpError && e.code === "invalid_condition",
+      (e: unknown) => e instanceof DomainError && toHttpError(e).code === "invalid_condition",
     );
     assert.throws(
       () =>
@@ -1609,7 +1612,7 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
           now: NOW,
           scope: A,
         }),
-      HttpError,
+      DomainError,
     );
     const [{ n }] = await sql`select count(*)::int as n from profiles` as unknown as [
       { n: number },

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Sql } from "../../../lib/db.ts";
+import type { Sql } from "../../../lib/store/db.ts";
 import {
   type EventListQuery,
   findProfile,
@@ -9,7 +9,7 @@ import {
   profileIds,
   type ProfileListQuery,
 } from "../../../lib/engine/profiles.ts";
-import { OFFSET_WINDOW, pageEnvelope } from "../../../lib/pagination.ts";
+import { OFFSET_WINDOW, pageEnvelope } from "../../../lib/http/pagination.ts";
 import { freshDatabase } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { Sql } from "../../../lib/db.ts";
+import type { Sql } from "../../../lib/store/db.ts";
 import type { Condition } from "../../../lib/engine/conditions.ts";
 import {
   type Aggregate,
@@ -11,7 +11,8 @@ import {
   statisticsProperty,
   withQueryBudget,
 } from "../../../lib/engine/queries.ts";
-import { HttpError } from "../../../lib/errors.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { HttpError, toHttpError } from "../../../lib/http/errors.ts";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
@@ -87,7 +88,8 @@ const AGE_OVER_15 = prop("properties.age", "greaterThan", { propertyValueInteger
 const AGE_OVER_1000 = prop("properties.age", "greaterThan", { propertyValueInteger: 1000 });
 
 function isBadRequest(err: unknown): boolean {
-  return err instanceof HttpError && err.status === 400 && err.code === "bad_request";
+  return err instanceof DomainError && toHttpError(err).status === 400 &&
+    toHttpError(err).code === "bad_request";
 }
 
 function profileAggregate(sql: Sql, spec: Aggregate, condition: Condition | null, scope = A) {
@@ -598,7 +600,8 @@ Deno.test("withQueryBudget: the transaction is read-only", async () => {
           values (${A}, 'intruder', 'server', now(), now())`;
       }),
       // read_only_sql_transaction: not a data exception, so not rewritten.
-      (err: unknown) => !(err instanceof HttpError) && (err as { code?: string }).code === "25006",
+      (err: unknown) =>
+        !(err instanceof DomainError) && (err as { code?: string }).code === "25006",
     );
     const [row] = await sql<{ n: number }[]>`
       select count(*)::int as n from profiles where item_id = 'intruder'`;
@@ -613,7 +616,8 @@ Deno.test("withQueryBudget: a statement past the budget is cancelled (57014)", {
   await withSeeded(async (sql) => {
     await assert.rejects(
       withQueryBudget(sql, 100, async (tx) => await tx`select pg_sleep(1)`),
-      (err: unknown) => !(err instanceof HttpError) && (err as { code?: string }).code === "57014",
+      (err: unknown) =>
+        !(err instanceof DomainError) && (err as { code?: string }).code === "57014",
     );
   });
 });
@@ -621,7 +625,8 @@ Deno.test("withQueryBudget: a statement past the budget is cancelled (57014)", {
 Deno.test("withQueryBudget: data exceptions become 502 upstream_error, with the cause kept", async () => {
   await withSeeded(async (sql) => {
     const is502 = (cause: string) => (err: unknown) =>
-      err instanceof HttpError && err.status === 502 && err.code === "upstream_error" &&
+      err instanceof DomainError && toHttpError(err).status === 502 &&
+      toHttpError(err).code === "upstream_error" &&
       (err.cause as { code?: string })?.code === cause;
     await assert.rejects(
       withQueryBudget(sql, 5000, async (tx) => await tx`select 'x'::int`),
@@ -656,7 +661,8 @@ Deno.test("withQueryBudget: HttpErrors and other errors pass through unchanged",
     );
     await assert.rejects(
       withQueryBudget(sql, 5000, async (tx) => await tx`select * from no_such_table`),
-      (err: unknown) => !(err instanceof HttpError) && (err as { code?: string }).code === "42P01",
+      (err: unknown) =>
+        !(err instanceof DomainError) && (err as { code?: string }).code === "42P01",
     );
   });
 });
@@ -664,8 +670,8 @@ Deno.test("withQueryBudget: HttpErrors and other errors pass through unchanged",
 Deno.test("evaluationError: SQLSTATE class 22 becomes 502; anything else is returned as is", () => {
   const dataException = Object.assign(new Error("invalid input syntax"), { code: "22P02" });
   const mapped = evaluationError(dataException);
-  assert.ok(mapped instanceof HttpError);
-  assert.deepEqual([mapped.status, mapped.code, mapped.cause], [
+  assert.ok(mapped instanceof DomainError);
+  assert.deepEqual([toHttpError(mapped).status, toHttpError(mapped).code, mapped.cause], [
     502,
     "upstream_error",
     dataException,
@@ -676,6 +682,7 @@ Deno.test("evaluationError: SQLSTATE class 22 becomes 502; anything else is retu
       Object.assign(new Error("not 22"), { code: "42201" }),
       Object.assign(new Error("numeric code"), { code: 22 }),
       new HttpError(400, "bad_request", "mine"),
+      new DomainError("invalid_input", "mine"),
       new Error("no code"),
       "a string",
       null,

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
-import type { Sql } from "../../../lib/db.ts";
-import { scopePredicate } from "../../../lib/engine/conditions.ts";
+import type { Sql } from "../../../lib/store/db.ts";
 import { countItems } from "../../../lib/engine/queries.ts";
 import {
   countMembers,
@@ -9,13 +8,14 @@ import {
   getSegment,
   listSegments,
   openExport,
-  scopedCondition,
   segmentId,
   segmentMembers,
   type SegmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
-import { HttpError } from "../../../lib/errors.ts";
+import { scopedCondition } from "../../../lib/engine/caller_condition.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { toHttpError } from "../../../lib/http/errors.ts";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
@@ -112,7 +112,7 @@ async function readText(stream: ReadableStream<Uint8Array>): Promise<string> {
 }
 
 function isHttp(status: number) {
-  return (err: unknown) => err instanceof HttpError && err.status === status;
+  return (err: unknown) => err instanceof DomainError && toHttpError(err).status === status;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,35 +126,6 @@ Deno.test("segmentId: a scope-namespaced slug of the key or name", () => {
   assert.throws(() => segmentId(A, "!!!"), isHttp(400));
 });
 
-Deno.test("scopedCondition: strips any scope predicate and injects the scope's own", () => {
-  const foreign = {
-    type: "booleanCondition",
-    parameterValues: {
-      operator: "and",
-      subConditions: [
-        {
-          type: "profilePropertyCondition",
-          parameterValues: {
-            propertyName: "properties.shopDomain",
-            comparisonOperator: "equals",
-            propertyValue: B,
-          },
-        },
-        HAS_EMAIL,
-      ],
-    },
-  };
-  const expected = {
-    type: "booleanCondition",
-    parameterValues: { operator: "and", subConditions: [scopePredicate(A), HAS_EMAIL] },
-  };
-  assert.deepEqual(scopedCondition(foreign, A), expected);
-  assert.deepEqual(scopedCondition(HAS_EMAIL, A), expected);
-  for (const raw of [null, "x", [HAS_EMAIL], scopePredicate(B)]) {
-    assert.throws(() => scopedCondition(raw, A), isHttp(400), JSON.stringify(raw));
-  }
-});
-
 Deno.test("scopedCondition: a tree over the limits once injected is refused when saved", async () => {
   const branches = (n: number) => ({
     type: "booleanCondition",
@@ -164,7 +135,8 @@ Deno.test("scopedCondition: a tree over the limits once injected is refused when
   assert.throws(
     () => scopedCondition(branches(199), A),
     (err: unknown) =>
-      err instanceof HttpError && err.status === 400 && err.code === "invalid_condition" &&
+      err instanceof DomainError && toHttpError(err).status === 400 &&
+      toHttpError(err).code === "invalid_condition" &&
       err.message.includes("$.condition.parameterValues.subConditions[197]"),
   );
   // The largest accepted tree is one the export can compile and run.
@@ -593,7 +565,8 @@ Deno.test("openExport: a condition Postgres cannot evaluate is 502 upstream_erro
     await assert.rejects(
       openExport(sql, view, { limit: 10, now: NOW, timeoutMs: 5000 }),
       (err: unknown) =>
-        err instanceof HttpError && err.status === 502 && err.code === "upstream_error",
+        err instanceof DomainError && toHttpError(err).status === 502 &&
+        toHttpError(err).code === "upstream_error",
     );
     // The failed page left no transaction behind.
     assert.equal(await countMembers(sql, segment(MATCH_ALL), NOW, 100), 7);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../../../lib/errors.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { type HttpError, toHttpError } from "../../../lib/http/errors.ts";
 import {
   createShopifyAdmin,
   gidTail,
@@ -45,6 +46,7 @@ async function withClient(
   }
 }
 
+/** Awaits a domain failure, and answers it as the edge does (`toHttpError`). */
 async function assertHttpError(
   promise: Promise<unknown>,
   status: number,
@@ -52,8 +54,9 @@ async function assertHttpError(
 ): Promise<HttpError> {
   try {
     await promise;
-  } catch (err) {
-    assert.ok(err instanceof HttpError, String(err));
+  } catch (thrown) {
+    assert.ok(thrown instanceof DomainError, String(thrown));
+    const err = toHttpError(thrown);
     assert.equal(err.status, status, err.message);
     assert.equal(err.code, code);
     assert.ok(!err.message.includes(TOKEN), "the token must not appear in errors");

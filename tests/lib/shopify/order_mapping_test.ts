@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../../../lib/errors.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { toHttpError } from "../../../lib/http/errors.ts";
 import {
   mapOrderStatus,
   mapShopifyCustomer,
@@ -145,8 +146,9 @@ Deno.test("mapShopifyOrder: money with 3 decimals is rounded to cents", () => {
 Deno.test("mapShopifyOrder: a payload that does not map is 400 naming the fields", () => {
   assert.throws(
     () => mapShopifyOrder(shopifyOrder({ currency: "usd", total_price: "ten", created_at: null })),
-    (err: unknown) => {
-      assert.ok(err instanceof HttpError);
+    (thrown: unknown) => {
+      assert.ok(thrown instanceof DomainError);
+      const err = toHttpError(thrown);
       assert.equal(err.status, 400);
       assert.equal(err.code, "bad_request");
       assert.match(err.message, /order\.total/);

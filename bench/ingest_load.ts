@@ -1,0 +1,1116 @@
+/**
+ * Ingestion load benchmark: the async path of POST /cdp/events end to end, in one run.
+ *
+ *   deno task bench:ingest      (deno run -A --unstable-kv bench/ingest_load.ts)
+ *
+ * 1. Edge: 50-event batches from concurrent clients against three servers, each its own
+ *    subprocess on PORT=0 so the load generator (this process) never shares their event loop:
+ *    floor 1 (bare Deno.serve that reads and parses the body), floor 2 (the same plus one
+ *    `kv.enqueue`: the limit of queue-based ingest), and the service (main.ts) with a brand and key
+ *    provisioned through the operator CLI. The service runs on embedded PGlite and, when
+ *    PostgreSQL answers at BENCH_DATABASE_URL, on a fresh database created for the run.
+ * 2. Forwarder: `createEmbeddedEngine(...).applyEvents(batch)` against the plain multi-row INSERT
+ *    of the same rows into a scratch table shaped like `events`, sequential and concurrent, on
+ *    PostgreSQL and on PGlite.
+ *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
+ * 3. Visibility: the service as deployed by default (its own bounded forwarder) over a fresh KV
+ *    store, under a steady BENCH_VISIBILITY_RATE; every 20th batch is timed from its 202 until
+ *    its first event is readable in `events`.
+ *
+ * Prints progress on stderr, then markdown tables and one JSON summary line on stdout. Targets
+ * are reported PASS/FAIL, never asserted. The exit code is 1 only when the run is invalid (a
+ * non-202 answer, an engine error, a phase cut short by its time bound, or a crash).
+ *
+ * Environment (all optional): BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test;
+ * an admin connection used to create and drop scratch databases), BENCH_REQUESTS (3000),
+ * BENCH_WARMUP (300), BENCH_CONCURRENCY (32), BENCH_FORWARD_EVENTS (20000),
+ * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600), BENCH_PARTS
+ * (`edge,forwarder`: the parts to run; `edge` is 1 and 3, which share the service's processes,
+ * `forwarder` is 2, e.g. BENCH_PARTS=forwarder for A/B runs of the engine alone).
+ */
+import postgres from "postgres";
+import { monotonicFactory } from "ulid";
+import { openDatabase, type Sql } from "../lib/store/db.ts";
+import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
+import { type EventBatch, type IngestEvent } from "../lib/engine/engine.ts";
+import { migrate } from "../lib/store/migrations.ts";
+import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
+const REQUESTS = intEnv("BENCH_REQUESTS", 3000);
+const WARMUP = intEnv("BENCH_WARMUP", 300);
+const CONCURRENCY = intEnv("BENCH_CONCURRENCY", 32);
+const FORWARD_EVENTS = intEnv("BENCH_FORWARD_EVENTS", 20_000);
+const BATCH = 50;
+const PROFILES = 5000;
+const APPLIERS = 4;
+const SAMPLE_EVERY = 20;
+/** The steady load of the visibility phase (requests/s of 50 events) and its length. */
+const VISIBILITY_RATE = intEnv("BENCH_VISIBILITY_RATE", 20);
+const VISIBILITY_REQUESTS = intEnv("BENCH_VISIBILITY_REQUESTS", 600);
+const PARTS = new Set((Deno.env.get("BENCH_PARTS") ?? "edge,forwarder").split(","));
+for (const part of PARTS) {
+  if (part !== "edge" && part !== "forwarder") throw new Error(`BENCH_PARTS: unknown ${part}`);
+}
+const POLL_MS = 10;
+const VISIBILITY_LIMIT_MS = 30_000;
+/** Bounds of each measured phase and of the whole run. */
+const LOAD_LIMIT_MS = 120_000;
+const FORWARD_LIMIT_MS = 60_000;
+const RUN_LIMIT_MS = 6 * 60_000;
+const SCOPE = "bench.myshopify.com";
+const STARTED = performance.now();
+const RUN = startBenchRun("ingest_load", RUN_LIMIT_MS);
+const { progress, onCleanup, tempDir } = RUN;
+const runLeftMs = RUN.leftMs;
+const cleanupAll = () => RUN.cleanupAll(20_000);
+const newId = monotonicFactory();
+
+// Targets (reported, never asserted).
+const EDGE_SHARE_TARGET = 50;
+const EDGE_P99_TARGET_MS = 50;
+const FORWARD_SHARE_TARGET = 25;
+const VISIBILITY_P99_TARGET_MS = 5000;
+
+/** Resolves after `ms`. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// --- subprocesses ---------------------------------------------------------------------------
+
+/** Reads a byte stream line by line until it ends. */
+function pumpLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
+  return (async () => {
+    let buffer = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      buffer += chunk;
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        onLine(buffer.slice(0, newline));
+        buffer = buffer.slice(newline + 1);
+      }
+    }
+    if (buffer) onLine(buffer);
+  })().catch(() => {});
+}
+
+async function stopChild(child: Deno.ChildProcess): Promise<void> {
+  try {
+    child.kill("SIGTERM");
+  } catch { /* already gone */ }
+  try {
+    await withTimeout(child.status, 10_000, "SIGTERM");
+  } catch {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already gone */ }
+    await child.status;
+  }
+}
+
+interface Server {
+  name: string;
+  url: string;
+  /** Lines the server wrote on stderr (the last 50) and how many there were. */
+  stderr: { tail: string[]; count: number; queueExceptions: number };
+  stop(): Promise<void>;
+}
+
+/** Spawns a server on PORT=0 and waits (bounded) for its JSON line naming its URL. */
+async function spawnServer(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<Server> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    env: { PORT: "0", ...env },
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stderr = { tail: [] as string[], count: 0, queueExceptions: 0 };
+  let resolveUrl: (url: string) => void = () => {};
+  const urlLine = new Promise<string>((resolve) => resolveUrl = resolve);
+  // Both pipes are drained for the whole life of the process, so it never blocks on a write.
+  const pumps = [
+    pumpLines(child.stdout, (line) => {
+      try {
+        const parsed = JSON.parse(line);
+        if (typeof parsed.url === "string") resolveUrl(parsed.url);
+      } catch { /* not a JSON line */ }
+    }),
+    pumpLines(child.stderr, (line) => {
+      stderr.count++;
+      if (line.includes("Exception in queue handler")) stderr.queueExceptions++;
+      stderr.tail.push(line);
+      if (stderr.tail.length > 50) stderr.tail.shift();
+    }),
+  ];
+  const stop = onCleanup(`stop ${name}`, async () => {
+    await stopChild(child);
+    await Promise.all(pumps);
+  });
+  try {
+    const url = await withTimeout(
+      Promise.race([
+        urlLine,
+        child.status.then((s) => {
+          throw new Error(`${name} exited (${s.code}) before listening`);
+        }),
+      ]),
+      60_000,
+      `${name} start-up`,
+    );
+    // Only ever talk to the loopback address, whatever host name the server printed.
+    const port = new URL(url).port;
+    return { name, url: `http://127.0.0.1:${port}`, stderr, stop };
+  } catch (err) {
+    await stop();
+    throw new Error(`${err instanceof Error ? err.message : err}\n${stderr.tail.join("\n")}`);
+  }
+}
+
+/** Runs a command to completion (bounded) and returns its stdout; throws on failure. */
+async function runCommand(args: string[], env: Record<string, string>): Promise<string> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    env,
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stop = onCleanup(`command ${args.join(" ")}`, () => stopChild(child));
+  try {
+    const output = await withTimeout(child.output(), 60_000, args.join(" "));
+    if (!output.success) {
+      throw new Error(`${args.join(" ")} failed: ${new TextDecoder().decode(output.stderr)}`);
+    }
+    return new TextDecoder().decode(output.stdout);
+  } finally {
+    await stop();
+  }
+}
+
+const FLOOR_PARSE = `
+  Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: ({ port }) =>
+    console.log(JSON.stringify({ url: "http://127.0.0.1:" + port })) },
+  async (req) => {
+    const body = JSON.parse(await req.text());
+    return Response.json({ accepted: body.events.length, rejected: [], scope: "floor" },
+      { status: 202 });
+  });
+`;
+
+const FLOOR_ENQUEUE = `
+  const kv = await Deno.openKv(Deno.env.get("KV_PATH"));
+  Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: ({ port }) =>
+    console.log(JSON.stringify({ url: "http://127.0.0.1:" + port })) },
+  async (req) => {
+    const body = JSON.parse(await req.text());
+    await kv.enqueue(body);
+    return Response.json({ accepted: body.events.length, rejected: [], scope: "floor" },
+      { status: 202 });
+  });
+`;
+
+// --- workload -------------------------------------------------------------------------------
+
+/** A small seeded PRNG (mulberry32), so every run sends the same workload. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface WireEvent {
+  eventType: string;
+  profileId: string;
+  sessionId: string;
+  properties: { url: string; title: string };
+}
+
+function wireEvents(random: () => number, count: number): WireEvent[] {
+  return Array.from({ length: count }, () => {
+    const k = Math.floor(random() * PROFILES);
+    const n = 1 + Math.floor(random() * 1000);
+    return {
+      eventType: "page_viewed",
+      profileId: `p${k}`,
+      sessionId: `s${k}`,
+      properties: { url: `https://${SCOPE}/products/${n}`, title: `Product ${n}` },
+    };
+  });
+}
+
+// --- edge load ------------------------------------------------------------------------------
+
+interface LoadResult {
+  requests: number;
+  accepted: number;
+  errors: number;
+  errorSamples: string[];
+  elapsedMs: number;
+  latencies: Float64Array;
+  timedOut: boolean;
+}
+
+/** A marker put on a sampled request's first event, to find it in the events table. */
+interface Marker {
+  profileId: string;
+  sessionId: string;
+}
+
+/**
+ * Sends `count` requests from `concurrency` clients (bounded by `limitMs`), each a fresh
+ * 50-event batch; every status other than 202 is an error.
+ */
+async function runLoad(
+  url: string,
+  options: {
+    count: number;
+    headers: Record<string, string>;
+    seed: number;
+    limitMs: number;
+    /** Called for every sampled request before it is sent; its answer time goes to `onSampled`. */
+    marker?: (i: number) => Marker | null;
+    onSampled?: (marker: Marker, acceptedAt: number) => void;
+    /** Paced: request i is not sent before start + i / rate seconds (open-loop arrival). */
+    rate?: number;
+  },
+): Promise<LoadResult> {
+  const random = prng(options.seed);
+  const latencies = new Float64Array(options.count);
+  const errorSamples: string[] = [];
+  const headers = { "content-type": "application/json", ...options.headers };
+  let next = 0;
+  let done = 0;
+  let accepted = 0;
+  let errors = 0;
+  const started = performance.now();
+  const deadline = started + Math.min(options.limitMs, runLeftMs());
+  async function client(): Promise<void> {
+    while (next < options.count && performance.now() < deadline) {
+      const i = next++;
+      if (options.rate) {
+        const due = started + (1000 * i) / options.rate;
+        if (due > performance.now()) await sleep(due - performance.now());
+      }
+      const events = wireEvents(random, BATCH);
+      const marker = options.marker?.(i) ?? null;
+      if (marker) Object.assign(events[0]!, marker);
+      const body = JSON.stringify({ events });
+      const t0 = performance.now();
+      try {
+        const res = await fetch(`${url}/cdp/events`, { method: "POST", headers, body });
+        const text = await res.text();
+        const t1 = performance.now();
+        latencies[done++] = t1 - t0;
+        if (res.status === 202) {
+          accepted++;
+          if (marker) options.onSampled?.(marker, t1);
+        } else {
+          errors++;
+          if (errorSamples.length < 5) errorSamples.push(`${res.status} ${text.slice(0, 200)}`);
+        }
+      } catch (err) {
+        latencies[done++] = performance.now() - t0;
+        errors++;
+        if (errorSamples.length < 5) errorSamples.push(String(err).slice(0, 200));
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, client));
+  return {
+    requests: done,
+    accepted,
+    errors,
+    errorSamples,
+    elapsedMs: performance.now() - started,
+    latencies: latencies.slice(0, done),
+    timedOut: done < options.count,
+  };
+}
+
+interface EdgeRow {
+  server: string;
+  store: string;
+  requests: number;
+  errors: number;
+  errorSamples: string[];
+  seconds: number;
+  rps: number;
+  eventsPerSecond: number;
+  p50: number;
+  p99: number;
+  timedOut: boolean;
+  serverStderrLines: number;
+  queueExceptions: number;
+}
+
+async function measureEdge(
+  server: Server,
+  store: string,
+  headers: Record<string, string>,
+  sampling?: {
+    marker: (i: number) => Marker | null;
+    onSampled: (marker: Marker, acceptedAt: number) => void;
+  },
+  paced?: { rate: number; count: number },
+): Promise<EdgeRow> {
+  // A paced phase warms up at its own pace: a burst would leave a backlog ahead of the samples.
+  const warmup = paced ? Math.min(WARMUP, 2 * paced.rate) : WARMUP;
+  progress(`${server.name}: warm-up, ${warmup} requests`);
+  const warm = await runLoad(server.url, {
+    count: warmup,
+    headers,
+    seed: 1,
+    limitMs: LOAD_LIMIT_MS,
+    rate: paced?.rate,
+  });
+  const count = paced?.count ?? REQUESTS;
+  progress(
+    `${server.name}: ${count} requests from ${CONCURRENCY} clients` +
+      (paced ? `, paced at ${paced.rate} req/s` : ""),
+  );
+  const load = await runLoad(server.url, {
+    count,
+    rate: paced?.rate,
+    headers,
+    seed: 2,
+    limitMs: LOAD_LIMIT_MS,
+    marker: sampling?.marker,
+    onSampled: sampling?.onSampled,
+  });
+  const seconds = load.elapsedMs / 1000;
+  const row: EdgeRow = {
+    server: server.name,
+    store,
+    requests: load.requests,
+    errors: load.errors + warm.errors,
+    errorSamples: [...warm.errorSamples, ...load.errorSamples].slice(0, 5),
+    seconds,
+    rps: load.requests / seconds,
+    eventsPerSecond: (load.accepted * BATCH) / seconds,
+    p50: percentile(load.latencies, 50),
+    p99: percentile(load.latencies, 99),
+    timedOut: load.timedOut || warm.timedOut,
+    serverStderrLines: server.stderr.count,
+    queueExceptions: server.stderr.queueExceptions,
+  };
+  progress(
+    `${server.name}: ${row.rps.toFixed(0)} req/s, p50 ${row.p50.toFixed(1)} ms, ` +
+      `p99 ${row.p99.toFixed(1)} ms, ${row.errors} errors`,
+  );
+  for (const sample of row.errorSamples) progress(`  error: ${sample}`);
+  return row;
+}
+
+// --- visibility -----------------------------------------------------------------------------
+
+interface VisibilityRow {
+  service: string;
+  samples: number;
+  seen: number;
+  timeouts: number;
+  p50: number;
+  p99: number;
+  max: number;
+  pollErrors: number;
+  storedEvents: number;
+  acceptedEvents: number;
+  /** Events the service's forwarder stored per second, from the start of the measured load. */
+  forwarderEventsPerSecond: number;
+  /** The request rate the paced load achieved, and its non-202 answers. */
+  rate: number;
+  errors: number;
+}
+
+/**
+ * Times sampled batches from their 202 to their first event being readable. One query per
+ * poll (every POLL_MS) asks for every pending marker at once, so the probe adds one light
+ * query per 10 ms to the database whatever the number of pending samples.
+ */
+class VisibilityProbe {
+  #pending = new Map<string, { profileId: string; acceptedAt: number }>();
+  #times: number[] = [];
+  #timeouts = 0;
+  #samples = 0;
+  #pollErrors = 0;
+  #closing = false;
+  #aborted = false;
+  #loop: Promise<void> | undefined;
+
+  constructor(private sql: Sql) {}
+
+  add(marker: Marker, acceptedAt: number): void {
+    this.#samples++;
+    this.#pending.set(marker.sessionId, { profileId: marker.profileId, acceptedAt });
+  }
+
+  start(): void {
+    this.#loop = this.#run();
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#closing || this.#pending.size > 0) {
+      if (this.#aborted || runLeftMs() < 0) break;
+      if (this.#pending.size > 0) {
+        const sessions = [...this.#pending.keys()];
+        const profiles = [...new Set([...this.#pending.values()].map((p) => p.profileId))];
+        try {
+          const rows = await this.sql<{ session_id: string }[]>`
+            select distinct session_id from events
+            where scope = ${SCOPE} and profile_id = any(${profiles}::text[])
+              and session_id = any(${sessions}::text[])`;
+          const seenAt = performance.now();
+          for (const { session_id } of rows) {
+            const pending = this.#pending.get(session_id);
+            if (!pending) continue;
+            this.#times.push(seenAt - pending.acceptedAt);
+            this.#pending.delete(session_id);
+          }
+        } catch (err) {
+          this.#pollErrors++;
+          if (this.#pollErrors <= 3) progress(`visibility poll failed: ${err}`);
+        }
+        const now = performance.now();
+        for (const [session, pending] of this.#pending) {
+          if (now - pending.acceptedAt > VISIBILITY_LIMIT_MS) {
+            this.#timeouts++;
+            this.#pending.delete(session);
+          }
+        }
+      }
+      await sleep(POLL_MS);
+    }
+    this.#timeouts += this.#pending.size;
+    this.#pending.clear();
+  }
+
+  /** Stops polling at once (a failed phase). */
+  async abort(): Promise<void> {
+    this.#aborted = true;
+    await this.#loop;
+  }
+
+  /** Waits (bounded by VISIBILITY_LIMIT_MS per sample) until every sample is seen. */
+  async finish() {
+    this.#closing = true;
+    await this.#loop;
+    const times = this.#times;
+    return {
+      samples: this.#samples,
+      seen: times.length,
+      timeouts: this.#timeouts,
+      // A sample never seen counts as the bound, so a backlog cannot hide in the percentiles.
+      p50: percentile([...times, ...Array(this.#timeouts).fill(VISIBILITY_LIMIT_MS)], 50),
+      p99: percentile([...times, ...Array(this.#timeouts).fill(VISIBILITY_LIMIT_MS)], 99),
+      max: this.#timeouts > 0 ? VISIBILITY_LIMIT_MS : Math.max(0, ...times),
+      pollErrors: this.#pollErrors,
+    };
+  }
+}
+
+// --- the service ----------------------------------------------------------------------------
+
+async function provision(env: Record<string, string>): Promise<{ brandId: string; key: string }> {
+  const admin = ["run", "-A", "--unstable-kv", "admin.ts"];
+  const brand = JSON.parse(
+    await runCommand([...admin, "brand", "create", "--name", "Bench", "--shop", SCOPE], env),
+  );
+  return { brandId: brand.id, key: await issueKey(env, brand.id) };
+}
+
+async function issueKey(env: Record<string, string>, brandId: string): Promise<string> {
+  const admin = ["run", "-A", "--unstable-kv", "admin.ts"];
+  const key = JSON.parse(
+    await runCommand([...admin, "key", "issue", "--brand", brandId, "--name", "bench"], env),
+  );
+  return key.key;
+}
+
+/**
+ * Two phases per store. Edge: main.ts with FORWARDER=off, so that nothing consumes the queue
+ * while the edge is measured (as floor 2). Visibility: main.ts as deployed by default (its own
+ * bounded forwarder) over a fresh KV store, at a steady VISIBILITY_RATE, every 20th batch timed
+ * from its 202 until readable.
+ */
+async function benchService(
+  store: "PGlite" | "PostgreSQL",
+  databaseUrl: string,
+): Promise<{ edge: EdgeRow; visibility: VisibilityRow }> {
+  const name = `service (${store})`;
+  const dataDir = await tempDir("bench_ingest_service_");
+  const env = {
+    DATA_DIR: dataDir,
+    KV_PATH: `${dataDir}/kv.sqlite3`,
+    DATABASE_URL: databaseUrl,
+    RATE_LIMIT_PER_MINUTE: "100000000",
+  };
+  progress(`${name}: provisioning a brand and a key with the operator CLI`);
+  const { brandId, key } = await provision(env);
+  progress(`${name}: starting main.ts with FORWARDER=off (edge phase)`);
+  const edgeServer = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], {
+    ...env,
+    FORWARDER: "off",
+  });
+  let edge: EdgeRow;
+  try {
+    edge = await measureEdge(edgeServer, store, { authorization: `Bearer ${key}` });
+  } finally {
+    await edgeServer.stop();
+  }
+  edge.serverStderrLines = edgeServer.stderr.count;
+  if (edgeServer.stderr.count > 0) {
+    progress(`${name} wrote ${edgeServer.stderr.count} stderr lines; last ones:`);
+    for (const line of edgeServer.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
+  }
+
+  // A fresh KV store: the edge phase left its batches queued, unconsumed.
+  const visibilityEnv = { ...env, KV_PATH: `${dataDir}/kv_visibility.sqlite3` };
+  const visibilityKey = await issueKey(visibilityEnv, brandId);
+  const label = `${name} + forwarder`;
+  progress(`${name}: starting main.ts with its forwarder (visibility phase)`);
+  const server = await spawnServer(label, ["run", "-A", "--unstable-kv", "main.ts"], visibilityEnv);
+  let reader: { sql: Sql; close(): Promise<void> } | undefined;
+  let probe: VisibilityProbe | undefined;
+  try {
+    const database = await openDatabase({ databaseUrl, dataDir, serve: false, max: 1 });
+    reader = database;
+    if (database.mode === "embedded-owner") {
+      throw new Error("the benchmark owns the embedded database: the service does not serve it");
+    }
+    const closeReader = onCleanup(`${name} reader`, () => database.close());
+    const [before] = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from events where scope = ${SCOPE}`;
+    const visibilityProbe = probe = new VisibilityProbe(database.sql);
+    const tag = `v${Date.now().toString(36)}`;
+    let loadStarted = 0;
+    const paced = await measureEdge(
+      server,
+      store,
+      { authorization: `Bearer ${visibilityKey}` },
+      {
+        marker: (i) => {
+          if (i === 0) {
+            loadStarted = performance.now();
+            visibilityProbe.start();
+          }
+          return i % SAMPLE_EVERY === 0
+            ? { profileId: `p${i % PROFILES}`, sessionId: tag + i }
+            : null;
+        },
+        onSampled: (marker, acceptedAt) => visibilityProbe.add(marker, acceptedAt),
+      },
+      { rate: VISIBILITY_RATE, count: VISIBILITY_REQUESTS },
+    );
+    progress(`${label}: waiting for the sampled batches to become readable (<= 30 s each)`);
+    const seen = await visibilityProbe.finish();
+    const stored = async () => {
+      const [row] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from events where scope = ${SCOPE}`;
+      return (row?.n ?? 0) - (before?.n ?? 0);
+    };
+    const accepted = (Math.min(WARMUP, 2 * VISIBILITY_RATE) + paced.requests - paced.errors) *
+      BATCH;
+    let n = await stored();
+    const rate = n / ((performance.now() - loadStarted) / 1000);
+    // The last batches may still be in the forwarder: every accepted event must land.
+    for (const deadline = Date.now() + 30_000; n < accepted && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      n = await stored();
+    }
+    const visibility: VisibilityRow = {
+      service: label,
+      ...seen,
+      storedEvents: n,
+      acceptedEvents: accepted,
+      forwarderEventsPerSecond: rate,
+      rate: paced.rps,
+      errors: paced.errors,
+    };
+    progress(
+      `${label}: ${paced.rps.toFixed(0)} req/s offered; visibility p50 ${
+        seen.p50.toFixed(0)
+      } ms, ` +
+        `p99 ${
+          seen.p99.toFixed(0)
+        } ms, ${seen.timeouts} of ${seen.samples} not seen within 30 s; ` +
+        `${n} of ${visibility.acceptedEvents} events stored`,
+    );
+    if (server.stderr.count > 0) {
+      progress(`${label} wrote ${server.stderr.count} stderr lines; last ones:`);
+      for (const line of server.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
+    }
+    edge.queueExceptions = server.stderr.queueExceptions;
+    await closeReader();
+    reader = undefined;
+    return { edge, visibility };
+  } finally {
+    await probe?.abort();
+    await reader?.close().catch(() => {});
+    await server.stop();
+  }
+}
+
+// --- forwarder ------------------------------------------------------------------------------
+
+interface ForwardRow {
+  store: string;
+  mode: string;
+  events: number;
+  engineEventsPerSecond: number;
+  rawEventsPerSecond: number;
+  engineErrors: number;
+  timedOut: boolean;
+}
+
+function makeBatches(scope: string, count: number, seed: number): EventBatch[] {
+  const random = prng(seed);
+  const batches: EventBatch[] = [];
+  for (let i = 0; i < count; i += BATCH) {
+    const events: IngestEvent[] = wireEvents(random, Math.min(BATCH, count - i))
+      .map((e) => ({ id: newId(), ...e }));
+    batches.push({ scope, source: "server", receivedAt: new Date().toISOString(), events });
+  }
+  return batches;
+}
+
+/** Runs `apply` over the batches from `workers` concurrent appliers; returns events/s. */
+async function drive(
+  batches: EventBatch[],
+  workers: number,
+  apply: (batch: EventBatch) => Promise<void>,
+): Promise<{ eventsPerSecond: number; events: number; timedOut: boolean }> {
+  let next = 0;
+  let events = 0;
+  const started = performance.now();
+  const deadline = started + Math.min(FORWARD_LIMIT_MS, runLeftMs());
+  await Promise.all(Array.from({ length: workers }, async () => {
+    while (next < batches.length && performance.now() < deadline) {
+      const batch = batches[next++]!;
+      await apply(batch);
+      events += batch.events.length;
+    }
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  return { eventsPerSecond: events / seconds, events, timedOut: next < batches.length };
+}
+
+/** The rows the engine would store, as a DBA's INSERT sends them. */
+function rawRows(batch: EventBatch) {
+  return batch.events.map((e) => ({
+    scope: batch.scope,
+    id: e.id,
+    profile_id: e.profileId,
+    session_id: e.sessionId!,
+    event_type: e.eventType,
+    time_stamp: batch.receivedAt,
+    properties: JSON.stringify(e.properties ?? {}),
+    flattened_properties: "{}",
+    target: null,
+    source: batch.source,
+    received_at: batch.receivedAt,
+  }));
+}
+
+async function benchForwarder(store: string, sql: Sql): Promise<ForwardRow[]> {
+  await migrate(sql);
+  await sql`create table raw_events (like events including defaults including constraints)`;
+  await sql`alter table raw_events add primary key (scope, id)`;
+  const engine = createEmbeddedEngine({ sql, now: () => new Date() });
+  let engineErrors = 0;
+  const applyEngine = async (batch: EventBatch) => {
+    // A thrown error is transient (nothing stored): count it and retry, as the queue would.
+    for (let attempt = 0; attempt < 5; attempt++) {
+      try {
+        const results = await engine.applyEvents(batch);
+        engineErrors += results.filter((r) => !r.ok).length;
+        return;
+      } catch (err) {
+        engineErrors++;
+        if (engineErrors <= 3) progress(`${store}: engine error: ${err}`);
+      }
+    }
+  };
+  const applyRaw = async (batch: EventBatch) => {
+    await sql`insert into raw_events ${sql(rawRows(batch))}`;
+  };
+  progress(`${store}: forwarder warm-up`);
+  for (const batch of makeBatches("warm.myshopify.com", 10 * BATCH, 9)) {
+    await applyEngine(batch);
+    await applyRaw(batch);
+  }
+  const rows: ForwardRow[] = [];
+  for (const workers of [1, APPLIERS]) {
+    const mode = workers === 1 ? "sequential" : `${workers} concurrent`;
+    const batches = makeBatches(`w${workers}.myshopify.com`, FORWARD_EVENTS, 10 + workers);
+    progress(`${store}: engine.applyEvents, ${FORWARD_EVENTS} events, ${mode}`);
+    const before = engineErrors;
+    const viaEngine = await drive(batches, workers, applyEngine);
+    progress(`${store}: plain multi-row INSERT, ${FORWARD_EVENTS} events, ${mode}`);
+    const viaInsert = await drive(batches, workers, applyRaw);
+    rows.push({
+      store,
+      mode,
+      events: Math.min(viaEngine.events, viaInsert.events),
+      engineEventsPerSecond: viaEngine.eventsPerSecond,
+      rawEventsPerSecond: viaInsert.eventsPerSecond,
+      engineErrors: engineErrors - before,
+      timedOut: viaEngine.timedOut || viaInsert.timedOut,
+    });
+    progress(
+      `${store} ${mode}: engine ${viaEngine.eventsPerSecond.toFixed(0)} events/s, ` +
+        `insert ${viaInsert.eventsPerSecond.toFixed(0)} events/s`,
+    );
+  }
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from events
+    where scope = any(${[1, APPLIERS].map((w) => `w${w}.myshopify.com`)}::text[])`;
+  const n = row?.n ?? 0;
+  const expected = rows.reduce((sum, r) => sum + r.events, 0);
+  if (n !== expected) {
+    progress(`${store}: expected ${expected} engine events stored, found ${n}`);
+    rows[0]!.engineErrors += Math.abs(expected - n);
+  }
+  return rows;
+}
+
+// --- PostgreSQL scratch databases -----------------------------------------------------------
+
+async function postgresAdmin(): Promise<postgres.Sql | null> {
+  const admin = postgres(PG_URL, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  try {
+    await withTimeout(admin`select 1`, 5000, "PostgreSQL");
+    onCleanup("PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
+    return admin;
+  } catch (err) {
+    await admin.end({ timeout: 1 }).catch(() => {});
+    progress(`PostgreSQL at ${PG_URL} does not answer (${err}); its variants are skipped`);
+    return null;
+  }
+}
+
+/** Creates a database for this run (dropped at the end) and returns its URL. */
+async function scratchDatabase(admin: postgres.Sql): Promise<string> {
+  const name = `bench_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  await admin.unsafe(`create database ${name}`);
+  onCleanup(
+    `drop database ${name}`,
+    () => admin.unsafe(`drop database if exists ${name} with (force)`).then(() => {}),
+  );
+  const url = new URL(PG_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+// --- report ---------------------------------------------------------------------------------
+
+const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : "n/a";
+
+function table(header: string[], rows: (string | number)[][]): string {
+  const lines = [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map(() => "---").join(" | ")} |`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ];
+  return lines.join("\n");
+}
+
+interface Verdict {
+  target: string;
+  subject: string;
+  measured: string;
+  pass: boolean;
+}
+
+// --- main -----------------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  progress(
+    `${REQUESTS} requests (+${WARMUP} warm-up) of ${BATCH} events from ${CONCURRENCY} clients ` +
+      `per server; forwarder ${FORWARD_EVENTS} events; Deno ${Deno.version.deno}`,
+  );
+  const loadAtStart = Deno.loadavg()[0]!;
+  const edges: EdgeRow[] = [];
+  const visibilities: VisibilityRow[] = [];
+  const forwards: ForwardRow[] = [];
+  const notes: string[] = [];
+
+  // 1a, 1b: the floors.
+  if (PARTS.has("edge")) {
+    const server = await spawnServer("floor 1: Deno.serve + JSON.parse", [
+      "eval",
+      FLOOR_PARSE,
+    ], {});
+    try {
+      edges.push(await measureEdge(server, "-", {}));
+    } finally {
+      await server.stop();
+    }
+  }
+  if (PARTS.has("edge")) {
+    const dir = await tempDir("bench_ingest_floor_");
+    const server = await spawnServer(
+      "floor 2: + one kv.enqueue",
+      ["eval", "--unstable-kv", FLOOR_ENQUEUE],
+      { KV_PATH: `${dir}/kv.sqlite3` },
+    );
+    try {
+      edges.push(await measureEdge(server, "Deno KV", {}));
+    } finally {
+      await server.stop();
+    }
+  }
+
+  // 1c + 3: the service on embedded PGlite, then on PostgreSQL.
+  if (PARTS.has("edge")) {
+    const { edge, visibility } = await benchService("PGlite", "");
+    edges.push(edge);
+    visibilities.push(visibility);
+  }
+  const admin = await postgresAdmin();
+  if (admin && PARTS.has("edge")) {
+    const { edge, visibility } = await benchService("PostgreSQL", await scratchDatabase(admin));
+    edges.push(edge);
+    visibilities.push(visibility);
+  } else if (!admin) {
+    notes.push(`PostgreSQL at ${PG_URL} did not answer: its service and forwarder rows skipped.`);
+  }
+
+  // 2: the forwarder, PostgreSQL then PGlite.
+  if (admin && PARTS.has("forwarder")) {
+    const database = await openDatabase({
+      databaseUrl: await scratchDatabase(admin),
+      dataDir: "",
+      serve: false,
+    });
+    const close = onCleanup("forwarder PostgreSQL pool", () => database.close());
+    forwards.push(...await benchForwarder("PostgreSQL", database.sql));
+    await close();
+  }
+  if (PARTS.has("forwarder")) {
+    const dir = await tempDir("bench_ingest_pglite_");
+    progress("PGlite: opening a fresh data directory (initdb)");
+    const database = await openDatabase({ dataDir: dir, serve: true });
+    const close = onCleanup("forwarder PGlite", () => database.close());
+    forwards.push(...await benchForwarder("PGlite", database.sql));
+    await close();
+  }
+
+  // Report.
+  const floor2 = edges.find((e) => e.server.startsWith("floor 2"))!;
+  const verdicts: Verdict[] = [];
+  for (const edge of edges.filter((e) => e.server.startsWith("service"))) {
+    const share = (100 * edge.rps) / floor2.rps;
+    verdicts.push({
+      target: `edge >= ${EDGE_SHARE_TARGET}% of floor 2 and p99 < ${EDGE_P99_TARGET_MS} ms`,
+      subject: edge.server,
+      measured: `${fmt(share, 1)}%, p99 ${fmt(edge.p99, 1)} ms`,
+      pass: share >= EDGE_SHARE_TARGET && edge.p99 < EDGE_P99_TARGET_MS,
+    });
+  }
+  for (const f of forwards) {
+    const share = (100 * f.engineEventsPerSecond) / f.rawEventsPerSecond;
+    verdicts.push({
+      target: `forwarder >= ${FORWARD_SHARE_TARGET}% of raw INSERT`,
+      subject: `${f.store}, ${f.mode}`,
+      measured: `${fmt(share, 1)}%`,
+      pass: share >= FORWARD_SHARE_TARGET,
+    });
+  }
+  for (const v of visibilities) {
+    verdicts.push({
+      target: `visibility p99 < ${VISIBILITY_P99_TARGET_MS} ms`,
+      subject: v.service,
+      measured: `${fmt(v.p99)} ms`,
+      pass: v.p99 < VISIBILITY_P99_TARGET_MS,
+    });
+  }
+  const invalid: string[] = [];
+  for (const e of edges) {
+    if (e.errors > 0) invalid.push(`${e.server}: ${e.errors} non-202 answers`);
+    if (e.timedOut) invalid.push(`${e.server}: cut short by the ${LOAD_LIMIT_MS / 1000} s bound`);
+  }
+  for (const f of forwards) {
+    if (f.engineErrors > 0) invalid.push(`${f.store} ${f.mode}: ${f.engineErrors} engine errors`);
+    if (f.timedOut) invalid.push(`${f.store} ${f.mode}: cut short by the time bound`);
+  }
+  for (const v of visibilities) {
+    if (v.pollErrors > 0) invalid.push(`${v.service}: ${v.pollErrors} failed visibility polls`);
+    if (v.errors > 0) invalid.push(`${v.service}: ${v.errors} non-202 answers`);
+    if (v.storedEvents !== v.acceptedEvents) {
+      invalid.push(`${v.service}: ${v.storedEvents} of ${v.acceptedEvents} accepted events stored`);
+    }
+  }
+
+  const out: string[] = [];
+  out.push(
+    `### Edge: async POST /cdp/events, ${BATCH}-event batches, ${CONCURRENCY} clients, ` +
+      `${REQUESTS} requests after ${WARMUP} warm-up`,
+    "",
+    table(
+      [
+        "server",
+        "store",
+        "requests",
+        "errors",
+        "req/s",
+        "events/s",
+        "p50 ms",
+        "p99 ms",
+        "% of floor 2",
+      ],
+      edges.map((e) => [
+        e.server,
+        e.store,
+        e.requests,
+        e.errors,
+        fmt(e.rps),
+        fmt(e.eventsPerSecond),
+        fmt(e.p50, 1),
+        fmt(e.p99, 1),
+        `${fmt((100 * e.rps) / floor2.rps, 1)}%`,
+      ]),
+    ),
+    "",
+    `### Visibility: 202 to first event readable, service with its own forwarder, ` +
+      `${VISIBILITY_REQUESTS} requests paced at ${VISIBILITY_RATE} req/s (every ${SAMPLE_EVERY}th ` +
+      `request, polled every ${POLL_MS} ms, bound ${VISIBILITY_LIMIT_MS / 1000} s)`,
+    "",
+    table(
+      [
+        "service",
+        "req/s achieved",
+        "errors",
+        "samples",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "not seen in 30 s",
+        "events stored / accepted",
+        "in-service forwarder events/s",
+      ],
+      visibilities.map((v) => [
+        v.service,
+        fmt(v.rate),
+        v.errors,
+        v.samples,
+        fmt(v.p50),
+        fmt(v.p99),
+        fmt(v.max),
+        v.timeouts,
+        `${fmt(v.storedEvents)} / ${fmt(v.acceptedEvents)}`,
+        fmt(v.forwarderEventsPerSecond),
+      ]),
+    ),
+    "",
+    `### Forwarder: ${BATCH}-event batches into \`events\`, engine vs plain multi-row INSERT`,
+    "",
+    table(
+      ["store", "appliers", "events", "engine events/s", "raw INSERT events/s", "engine % of raw"],
+      forwards.map((f) => [
+        f.store,
+        f.mode,
+        f.events,
+        fmt(f.engineEventsPerSecond),
+        fmt(f.rawEventsPerSecond),
+        `${fmt((100 * f.engineEventsPerSecond) / f.rawEventsPerSecond, 1)}%`,
+      ]),
+    ),
+    "",
+    "### Targets",
+    "",
+    table(
+      ["target", "subject", "measured", "result"],
+      verdicts.map((v) => [v.target, v.subject, v.measured, v.pass ? "PASS" : "FAIL"]),
+    ),
+    "",
+  );
+  const loadAtEnd = Deno.loadavg()[0]!;
+  out.push(
+    `Machine: ${navigator.hardwareConcurrency} cores; 1-minute load average ${
+      fmt(loadAtStart, 2)
+    } at start, ${fmt(loadAtEnd, 2)} at end (anything else running skews every number).`,
+  );
+  for (const note of notes) out.push(`Note: ${note}`);
+  out.push(
+    invalid.length > 0 ? `INVALID RUN: ${invalid.join("; ")}` : "Valid run: no errors.",
+    "",
+  );
+  console.log(out.join("\n"));
+  console.log(JSON.stringify({
+    bench: "ingest_load",
+    valid: invalid.length === 0,
+    invalid,
+    config: { requests: REQUESTS, warmup: WARMUP, concurrency: CONCURRENCY, batch: BATCH },
+    machine: { cores: navigator.hardwareConcurrency, loadAtStart, loadAtEnd },
+    edge: edges.map((e) => ({
+      server: e.server,
+      store: e.store,
+      requests: e.requests,
+      errors: e.errors,
+      rps: Math.round(e.rps),
+      eventsPerSecond: Math.round(e.eventsPerSecond),
+      p50Ms: +e.p50.toFixed(2),
+      p99Ms: +e.p99.toFixed(2),
+      pctOfFloor2: +((100 * e.rps) / floor2.rps).toFixed(1),
+    })),
+    visibility: visibilities.map((v) => ({
+      service: v.service,
+      rps: Math.round(v.rate),
+      errors: v.errors,
+      samples: v.samples,
+      timeouts: v.timeouts,
+      p50Ms: Math.round(v.p50),
+      p99Ms: Math.round(v.p99),
+      maxMs: Math.round(v.max),
+      storedEvents: v.storedEvents,
+      acceptedEvents: v.acceptedEvents,
+      forwarderEventsPerSecond: Math.round(v.forwarderEventsPerSecond),
+    })),
+    forwarder: forwards.map((f) => ({
+      store: f.store,
+      mode: f.mode,
+      events: f.events,
+      engineEventsPerSecond: Math.round(f.engineEventsPerSecond),
+      rawEventsPerSecond: Math.round(f.rawEventsPerSecond),
+      pctOfRaw: +((100 * f.engineEventsPerSecond) / f.rawEventsPerSecond).toFixed(1),
+      engineErrors: f.engineErrors,
+    })),
+    targets: verdicts.map((v) => ({ ...v, result: v.pass ? "PASS" : "FAIL" })),
+    seconds: Math.round((performance.now() - STARTED) / 1000),
+  }));
+  return invalid.length > 0 ? 1 : 0;
+}
+
+let code = 1;
+const interrupt = () => {
+  progress("interrupted: cleaning up");
+  cleanupAll().finally(() => Deno.exit(130));
+};
+Deno.addSignalListener("SIGINT", interrupt);
+Deno.addSignalListener("SIGTERM", interrupt);
+try {
+  code = await main();
+} catch (err) {
+  console.error(`[ingest_load] failed: ${err instanceof Error ? err.stack : err}`);
+} finally {
+  progress("cleaning up");
+  await cleanupAll();
+}
+progress(`done in ${((performance.now() - STARTED) / 1000).toFixed(0)} s`);
+Deno.exit(code);

@@ -1,0 +1,592 @@
+/**
+ * Compilation of a validated tree to one boolean, parameterized SQL fragment over `profiles p` or
+ * `events e`. Pure: no I/O, every value bound.
+ *
+ * @module
+ */
+import type { Sql } from "../../store/db.ts";
+import { dateSpan, DAY, floorUnit } from "./dates.ts";
+import {
+  type Column,
+  columnSql,
+  jsonRootSql,
+  propertyExpression,
+  type PropertySource,
+  resolveProperty,
+} from "./properties.ts";
+import { invalidCondition, validateCondition } from "./validation.ts";
+import {
+  type Condition,
+  type ItemType,
+  type SqlFragment,
+  VALUE_KEYS,
+  VALUE_PARAMS,
+  type ValueKind,
+} from "./vocabulary.ts";
+
+/** Options of {@linkcode compileCondition}. */
+export interface CompileOptions {
+  itemType: ItemType;
+  /** Anchors date math. */
+  now: Date;
+  /** The scope the enclosing query filters on (`p.scope = scope` or `e.scope = scope`). */
+  scope: string;
+  /**
+   * The enclosing query reads one known profile: event history is then probed per profile
+   * through the profile index instead of resolved for the whole scope at once.
+   */
+  single?: boolean;
+}
+
+interface _Ctx {
+  sql: Sql;
+  now: Date;
+  scope: string;
+  single: boolean;
+}
+
+/**
+ * Compiles a validated tree to a boolean SQL fragment over `p` (profiles) or `e` (events) of
+ * `options.scope`; it re-validates (scope references allowed) and throws 400
+ * `invalid_condition` on a bad tree. The fragment is never SQL NULL and is only meaningful under
+ * the enclosing query's own scope filter. Returned synchronously: interpolate it
+ * (`sql\`... where p.scope = ${scope} and ${fragment}\``), do not await it.
+ */
+export function compileCondition(
+  sql: Sql,
+  condition: Condition,
+  options: CompileOptions,
+): SqlFragment {
+  const checked = validateCondition(condition, { itemType: options.itemType, allowScope: true });
+  if (!checked.ok) throw invalidCondition(checked.issues);
+  const ctx = { sql, now: options.now, scope: options.scope, single: options.single ?? false };
+  return _compileNode(ctx, checked.condition, options.itemType);
+}
+
+function _compileNode(c: _Ctx, node: Condition, context: ItemType): SqlFragment {
+  const { sql } = c;
+  const params = node.parameterValues;
+  switch (node.type) {
+    case "booleanCondition": {
+      const parts = (params.subConditions as Condition[]).map((sub) =>
+        _compileNode(c, sub, context)
+      );
+      return params.operator === "and" ? _and(sql, parts) : _or(sql, parts);
+    }
+    case "notCondition":
+      return sql`(not ${_compileNode(c, params.subCondition as Condition, context)})`;
+    case "matchAllCondition":
+      return sql`true`;
+    case "eventTypeCondition":
+      return sql`(e.event_type = ${params.eventTypeId as string}::text)`;
+    case "pastEventCondition":
+      return _compilePastEvents(c, params);
+    default:
+      return _compileProperty(c, params, context);
+  }
+}
+
+function _and(sql: Sql, parts: SqlFragment[]): SqlFragment {
+  return sql`(${parts.reduce((acc, part) => sql`${acc} and ${part}`)})`;
+}
+
+function _or(sql: Sql, parts: SqlFragment[]): SqlFragment {
+  return sql`(${parts.reduce((acc, part) => sql`${acc} or ${part}`)})`;
+}
+
+/**
+ * A pastEventCondition. Over a whole scope, the matching events are resolved once to their
+ * (alias-resolved) profiles and joined (a hash semi- or anti-join); probing each profile's
+ * history instead costs an index lookup per profile, which only pays for a single profile.
+ */
+function _compilePastEvents(c: _Ctx, params: Record<string, unknown>): SqlFragment {
+  const { sql, now } = c;
+  const where: SqlFragment[] = [sql`e.scope = ${c.scope}`];
+  if (params.numberOfDays !== undefined) {
+    const since = new Date(now.getTime() - (params.numberOfDays as number) * DAY);
+    where.push(sql`e.time_stamp > ${since.toISOString()}::timestamptz`);
+  }
+  if (params.fromDate !== undefined) {
+    const [from] = dateSpan("dateExpr", params.fromDate as string, now);
+    where.push(sql`e.time_stamp >= ${from.toISOString()}::timestamptz`);
+  }
+  if (params.toDate !== undefined) {
+    const [, until] = dateSpan("dateExpr", params.toDate as string, now);
+    where.push(sql`e.time_stamp < ${until.toISOString()}::timestamptz`);
+  }
+  where.push(_compileNode(c, params.eventCondition as Condition, "event"));
+  const min = params.operator === "eventsNotOccurred"
+    ? 0
+    : (params.minimumEventCount as number | undefined) ?? 1;
+  const max = params.operator === "eventsNotOccurred"
+    ? 0
+    : params.maximumEventCount as number | undefined;
+  if (min === 0 && max === undefined) return sql`true`;
+  return c.single
+    ? _pastEventsOfOne(sql, _and(sql, where), min, max)
+    : _pastEventsOfScope(sql, _and(sql, where), min, max);
+}
+
+function _pastEventsOfScope(
+  sql: Sql,
+  where: SqlFragment,
+  min: number,
+  max: number | undefined,
+): SqlFragment {
+  const matching = sql`
+    select coalesce(a.profile_id, e.profile_id) as pid
+    from events e left join profile_aliases a on a.scope = e.scope and a.alias_id = e.profile_id
+    where ${where}`;
+  // Zero events qualify: the profiles with more than the maximum are the ones excluded.
+  if (min === 0) {
+    const excluded = max === 0 ? matching : sql`${matching} group by 1 having count(*) > ${max!}`;
+    return sql`(not exists (select 1 from (${excluded}) m where m.pid = p.item_id))`;
+  }
+  if (min === 1 && max === undefined) return sql`(p.item_id in (${matching}))`;
+  return sql`(p.item_id in (${matching} group by 1 having count(*) >= ${min}${
+    max === undefined ? sql`` : sql` and count(*) <= ${max}`
+  }))`;
+}
+
+function _pastEventsOfOne(
+  sql: Sql,
+  where: SqlFragment,
+  min: number,
+  max: number | undefined,
+): SqlFragment {
+  const matching = sql`select 1 from events e where e.profile_id = any(array(
+      select p.item_id
+      union all
+      select a.alias_id from profile_aliases a where a.scope = p.scope and a.profile_id = p.item_id))
+    and ${where}`;
+  // Counting stops one past the bound that decides: enough, however many events there are.
+  const counted = (limit: number) => sql`(select count(*) from (${matching} limit ${limit}) as c)`;
+  if (max === undefined) {
+    return min === 1 ? sql`(exists (${matching}))` : sql`(${counted(min)} >= ${min})`;
+  }
+  if (max === 0) return sql`(not exists (${matching}))`;
+  return sql`(${counted(max + 1)} between ${min} and ${max})`;
+}
+
+type _CmpType = "text" | "numeric" | "timestamptz";
+
+function _cmpType(kind: ValueKind): _CmpType {
+  return kind === "string"
+    ? "text"
+    : kind === "integer" || kind === "double"
+    ? "numeric"
+    : "timestamptz";
+}
+
+const _NULLABLE_COLUMNS: ReadonlySet<Column> = new Set(["p.first_visit", "p.last_visit"]);
+
+/**
+ * True when some value of the property satisfies `pred`: each scalar element of a jsonb array,
+ * else the scalar itself, or the column; never NULL. Only arrays pay for the expansion: a
+ * scalar (the common case) is compared in place.
+ */
+function _some(
+  sql: Sql,
+  source: PropertySource,
+  type: _CmpType,
+  pred: (scalar: SqlFragment) => SqlFragment,
+  anyOf?: (elements: SqlFragment) => SqlFragment,
+): SqlFragment {
+  if (source.kind !== "json") {
+    const column = columnSql(sql, source.column);
+    return _NULLABLE_COLUMNS.has(source.column)
+      ? sql`coalesce(${pred(column)}, false)`
+      : pred(column);
+  }
+  const value = propertyExpression(sql, source);
+  // With `anyOf`, an array is tested through its typed elements (value op ANY(...)): a function
+  // call keeps the scan parallel safe, where a correlated subquery would not.
+  const array = anyOf
+    ? anyOf(
+      type === "text"
+        ? sql`cdp_texts(${value})`
+        : type === "numeric"
+        ? sql`cdp_numbers(${value})`
+        : sql`cdp_timestamps(${value})`,
+    )
+    : sql`exists (select 1 from cdp_elements(${value}) as x(v) where ${
+      pred(
+        type === "text"
+          ? sql`(x.v #>> '{}')`
+          : type === "numeric"
+          ? sql`cdp_jsonb_numeric(x.v)`
+          : sql`cdp_try_timestamptz(x.v #>> '{}')`,
+      )
+    })`;
+  // Each extra read of the path costs about as much as the comparison itself, so the scalar
+  // branch reads it as few times as its type allows.
+  if (type === "numeric") {
+    return sql`(case jsonb_typeof(${value})
+      when 'number' then coalesce(${pred(sql`(${value})::numeric`)}, false)
+      when 'array' then ${array}
+      else false end)`;
+  }
+  const scalar = type === "text"
+    ? sql`(${value} #>> '{}')`
+    : sql`cdp_try_timestamptz(${value} #>> '{}')`;
+  // Objects and JSON null hold no scalar: their text form must not be compared.
+  return sql`(case jsonb_typeof(${value})
+    when 'array' then ${array}
+    when 'object' then false
+    when 'null' then false
+    else coalesce(${pred(scalar)}, false) end)`;
+}
+
+/**
+ * An expression of parameters only, computed once per query (an InitPlan). A repeated statement
+ * runs a generic plan, where parameters are not constants: a cast or constructor over them would
+ * otherwise be evaluated again for every row (a text-to-jsonb cast per row doubled a count).
+ */
+function _once(sql: Sql, expression: SqlFragment): SqlFragment {
+  return sql`(select ${expression})`;
+}
+
+const _JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
+
+/**
+ * `equals` with a text value on a jsonb property, the commonest segment test, in one read of the
+ * path: a scalar matches when its text is the value (which, not starting with `[` or `{`, can be
+ * no array's or object's text); an array is first screened by containment on the whole document
+ * (no copy of the property), then checked exactly. Same answers as the general form.
+ */
+function _textEquals(
+  sql: Sql,
+  source: Extract<PropertySource, { kind: "json" }>,
+  value: string,
+): SqlFragment {
+  const root = jsonRootSql(sql, source.root);
+  // The JSON scalars whose text is `value`: a string, and a number or boolean spelled alike.
+  const candidates = [JSON.stringify(value)];
+  if (_JSON_NUMBER.test(value)) candidates.push(value);
+  if (value === "true" || value === "false") candidates.push(value);
+  const screens = candidates.map((candidate) => {
+    const document = source.path.reduceRight(
+      (inner, key) => `{${JSON.stringify(key)}:${inner}}`,
+      `[${candidate}]`,
+    );
+    return sql`${root} @> ${_once(sql, sql`${document}::text::jsonb`)}`;
+  });
+  const property = propertyExpression(sql, source);
+  return sql`(case ${root} #>> ${source.path}::text[] when ${value}::text then true
+    else coalesce((${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)})
+      and jsonb_typeof(${property}) = 'array' and ${value}::text = any(cdp_texts(${property})),
+      false) end)`;
+}
+
+/** Elasticsearch's exists: present, not JSON null, and an array only with a non-null element. */
+function _exists(sql: Sql, value: SqlFragment): SqlFragment {
+  // Spelled out rather than cdp_jsonb_exists(): a function holding a subquery is not inlined,
+  // and calling it per row cost several times the comparison. A simple CASE reads the property
+  // once; every branch but the array's is a constant, and that one is parallel safe.
+  return sql`(case jsonb_typeof(${value})
+    when 'array' then jsonb_path_exists(${value}, '$[*] ? (@.type() != "null")')
+    when 'string' then true
+    when 'number' then true
+    when 'boolean' then true
+    when 'object' then true
+    else false end)`;
+}
+
+type _Bound =
+  | { type: "text"; value: SqlFragment }
+  | { type: "numeric"; value: SqlFragment; n: number }
+  | {
+    type: "timestamptz";
+    lo: SqlFragment;
+    hi: SqlFragment;
+    span: [number, number];
+    day: [SqlFragment, SqlFragment];
+  };
+
+function _bound(sql: Sql, kind: ValueKind, value: unknown, now: Date): _Bound {
+  switch (kind) {
+    case "string":
+      return { type: "text", value: sql`${value as string}::text` };
+    case "integer":
+    case "double":
+      return { type: "numeric", value: sql`${String(value)}::numeric`, n: value as number };
+    default: {
+      const [lo, hi] = dateSpan(kind, value as string, now);
+      const day = floorUnit(lo.getTime(), "d");
+      return {
+        type: "timestamptz",
+        lo: sql`${lo.toISOString()}::timestamptz`,
+        hi: sql`${hi.toISOString()}::timestamptz`,
+        span: [lo.getTime(), hi.getTime()],
+        day: [
+          sql`${new Date(day).toISOString()}::timestamptz`,
+          sql`${new Date(day + DAY).toISOString()}::timestamptz`,
+        ],
+      };
+    }
+  }
+}
+
+/**
+ * [from, to] as one range (a test then reads the property once, not twice): null for text,
+ * which has no range type, and `false` when inverted (a range constructor would raise on it).
+ */
+function _range(sql: Sql, from: _Bound, to: _Bound): SqlFragment | false | null {
+  if (from.type === "numeric" && to.type === "numeric") {
+    return from.n > to.n ? false : _once(sql, sql`numrange(${from.value}, ${to.value}, '[]')`);
+  }
+  if (from.type === "timestamptz" && to.type === "timestamptz") {
+    // A date stands for the span of its precision: from its start to the end of `to`'s span.
+    return from.span[0] >= to.span[1]
+      ? false
+      : _once(sql, sql`tstzrange(${from.lo}, ${to.hi}, '[)')`);
+  }
+  return null;
+}
+
+/** A single-value comparison of `s` against a bound. */
+function _compare(
+  sql: Sql,
+  s: SqlFragment,
+  op: "eq" | "gt" | "gte" | "lt" | "lte",
+  b: _Bound,
+): SqlFragment {
+  if (b.type === "timestamptz") {
+    // A date stands for the span [lo, hi) of its precision, as in Elasticsearch ranges.
+    switch (op) {
+      case "eq":
+        return sql`${_once(sql, sql`tstzrange(${b.lo}, ${b.hi}, '[)')`)} @> ${s}`;
+      case "gt":
+        return sql`${s} >= ${b.hi}`;
+      case "gte":
+        return sql`${s} >= ${b.lo}`;
+      case "lt":
+        return sql`${s} < ${b.lo}`;
+      case "lte":
+        return sql`${s} < ${b.hi}`;
+    }
+  }
+  if (op === "eq") return sql`${s} = ${b.value}`;
+  // Text orders by code point, the same on every server whatever its default collation.
+  const left = b.type === "text" ? sql`(${s} collate "C")` : s;
+  switch (op) {
+    case "gt":
+      return sql`${left} > ${b.value}`;
+    case "gte":
+      return sql`${left} >= ${b.value}`;
+    case "lt":
+      return sql`${left} < ${b.value}`;
+    case "lte":
+      return sql`${left} <= ${b.value}`;
+  }
+}
+
+/** {@linkcode _compare} for some element of a typed array: `bound op ANY(elements)`. */
+function _compareAny(
+  sql: Sql,
+  elements: SqlFragment,
+  op: "eq" | "gt" | "gte" | "lt" | "lte",
+  b: _Bound,
+): SqlFragment {
+  if (b.type === "timestamptz") {
+    switch (op) {
+      case "eq":
+        return sql`${_once(sql, sql`tstzrange(${b.lo}, ${b.hi}, '[)')`)} @> any(${elements})`;
+      case "gt":
+        return sql`${b.hi} <= any(${elements})`;
+      case "gte":
+        return sql`${b.lo} <= any(${elements})`;
+      case "lt":
+        return sql`${b.lo} > any(${elements})`;
+      case "lte":
+        return sql`${b.hi} > any(${elements})`;
+    }
+  }
+  const bound = b.type === "text" ? sql`(${b.value} collate "C")` : b.value;
+  switch (op) {
+    case "eq":
+      return sql`${b.value} = any(${elements})`;
+    case "gt":
+      return sql`${bound} < any(${elements})`;
+    case "gte":
+      return sql`${bound} <= any(${elements})`;
+    case "lt":
+      return sql`${bound} > any(${elements})`;
+    case "lte":
+      return sql`${bound} >= any(${elements})`;
+  }
+}
+
+/**
+ * How a scalar matches one of a list of values (`match`), and the list as rows `w(v)` or
+ * `w(lo, hi)` for the `all` operator (`from`).
+ */
+function _list(
+  sql: Sql,
+  kind: ValueKind,
+  values: unknown[],
+  now: Date,
+): {
+  from: SqlFragment;
+  match: (s: SqlFragment) => SqlFragment;
+  any: (s: SqlFragment) => SqlFragment;
+  /** Some element of a typed array is in the list (text and numbers only). */
+  overlaps?: (elements: SqlFragment) => SqlFragment;
+} {
+  const type = _cmpType(kind);
+  if (type !== "timestamptz") {
+    const array = type === "text"
+      ? sql`${values as string[]}::text[]`
+      : sql`${values.map(String)}::numeric[]`;
+    return {
+      from: sql`unnest(${array}) as w(v)`,
+      match: (s) => sql`${s} = w.v`,
+      any: (s) => sql`${s} = any(${array})`,
+      overlaps: (elements) => sql`${elements} && ${array}`,
+    };
+  }
+  const spans = values.map((v) => dateSpan(kind as "date" | "dateExpr", v as string, now));
+  const from = sql`unnest(${spans.map(([lo]) => lo.toISOString())}::timestamptz[], ${
+    spans.map(([, hi]) => hi.toISOString())
+  }::timestamptz[]) as w(lo, hi)`;
+  const match = (s: SqlFragment) => sql`(${s} >= w.lo and ${s} < w.hi)`;
+  return { from, match, any: (s) => sql`exists (select 1 from ${from} where ${match(s)})` };
+}
+
+const _NEGATIONS: Record<string, string> = {
+  notEquals: "equals",
+  notIn: "in",
+  notContains: "contains",
+  hasNoneOf: "hasSomeOf",
+  isNotDay: "isDay",
+};
+
+function _compileProperty(
+  c: _Ctx,
+  params: Record<string, unknown>,
+  context: ItemType,
+): SqlFragment {
+  const { sql, now } = c;
+  const resolved = resolveProperty(context, params.propertyName as string, { allowScope: true });
+  if (!resolved.ok) throw new Error(`unvalidated property name: ${resolved.message}`);
+  const source = resolved.source;
+  const operator = params.comparisonOperator as string;
+  const positive = _NEGATIONS[operator];
+  if (positive !== undefined) {
+    return sql`(not ${_compileProperty(c, { ...params, comparisonOperator: positive }, context)})`;
+  }
+  // The injected scope predicate restates the enclosing query's own scope filter.
+  if (
+    source.kind === "text" && (source.column === "p.scope" || source.column === "e.scope") &&
+    operator === "equals" && params.propertyValue === c.scope
+  ) {
+    return sql`true`;
+  }
+  if (operator === "exists" || operator === "missing") {
+    const exists = source.kind === "json"
+      ? _exists(sql, propertyExpression(sql, source))
+      : sql`(${columnSql(sql, source.column)} is not null)`;
+    return operator === "exists" ? exists : sql`(not ${exists})`;
+  }
+  const key = VALUE_KEYS.find((k) => params[k] !== undefined)!;
+  const { kind } = VALUE_PARAMS.get(key)!;
+  const value = params[key];
+  const type = _cmpType(kind);
+  const single = (op: "eq" | "gt" | "gte" | "lt" | "lte") => {
+    const b = _bound(sql, kind, value, now);
+    return _some(
+      sql,
+      source,
+      type,
+      (s) => _compare(sql, s, op, b),
+      (elements) => _compareAny(sql, elements, op, b),
+    );
+  };
+  switch (operator) {
+    case "equals":
+      return source.kind === "json" && kind === "string" && !/^[[{]/.test(value as string)
+        ? _textEquals(sql, source, value as string)
+        : single("eq");
+    case "greaterThan":
+      return single("gt");
+    case "greaterThanOrEqualTo":
+      return single("gte");
+    case "lessThan":
+      return single("lt");
+    case "lessThanOrEqualTo":
+      return single("lte");
+    case "between": {
+      const [from, to] = (value as unknown[]).map((v) => _bound(sql, kind, v, now));
+      const range = _range(sql, from!, to!);
+      if (range === false) return sql`false`;
+      if (range === null) {
+        return _some(
+          sql,
+          source,
+          type,
+          (s) => sql`(${_compare(sql, s, "gte", from!)} and ${_compare(sql, s, "lte", to!)})`,
+        );
+      }
+      return _some(
+        sql,
+        source,
+        type,
+        // An integer column needs numeric to meet numrange.
+        (s) => sql`${range} @> ${type === "numeric" ? sql`(${s})::numeric` : s}`,
+        (elements) => sql`${range} @> any(${elements})`,
+      );
+    }
+    case "contains":
+      return _some(sql, source, "text", (s) => sql`strpos(${s}, ${value as string}::text) > 0`);
+    case "startsWith":
+      return _some(sql, source, "text", (s) => sql`starts_with(${s}, ${value as string}::text)`);
+    case "endsWith":
+      return _some(
+        sql,
+        source,
+        "text",
+        (s) => sql`right(${s}, length(${value as string}::text)) = ${value as string}::text`,
+      );
+    case "matchesRegex":
+      // Anchored like Lucene's regexp query: the whole value must match.
+      return _some(
+        sql,
+        source,
+        "text",
+        (s) => sql`${s} ~ ${_once(sql, sql`'^(?:' || ${value as string}::text || ')$'`)}`,
+      );
+    case "in":
+    case "hasSomeOf": {
+      const list = _list(sql, kind, value as unknown[], now);
+      return _some(sql, source, type, list.any, list.overlaps);
+    }
+    case "all": {
+      const list = _list(sql, kind, value as unknown[], now);
+      return sql`(not exists (select 1 from ${list.from} where not ${
+        _some(sql, source, type, list.match)
+      }))`;
+    }
+    case "inContains":
+      return _some(
+        sql,
+        source,
+        "text",
+        (s) =>
+          sql`exists (select 1 from unnest(${value as string[]}::text[]) as w(v) where strpos(${s}, w.v) > 0)`,
+      );
+    case "isDay": {
+      const b = _bound(sql, kind, value, now);
+      if (b.type !== "timestamptz") throw new Error("isDay takes a date");
+      const day = _once(sql, sql`tstzrange(${b.day[0]}, ${b.day[1]}, '[)')`);
+      return _some(
+        sql,
+        source,
+        type,
+        (s) => sql`${day} @> ${s}`,
+        (elements) => sql`${day} @> any(${elements})`,
+      );
+    }
+    default:
+      throw new Error(`unvalidated comparison operator ${operator}`);
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * Dates in conditions: ISO 8601 date-times and date math (`now-30d`, `now/d`, `...||+1M`), each
+ * value resolved to the span of its precision, as Elasticsearch does.
+ *
+ * @module
+ */
+import { DomainError } from "../../errors.ts";
+import { quote } from "./shape.ts";
+
+const _SECOND = 1000;
+const _MINUTE = 60 * _SECOND;
+const _HOUR = 60 * _MINUTE;
+/** One day in milliseconds. */
+export const DAY = 24 * _HOUR;
+const _MAX_TIME = 8.64e15;
+
+// The same grammar as cdp_try_timestamptz (migration 4): a date, optionally a time with minutes,
+// seconds and a fraction, optionally an offset; no offset means UTC.
+const _ISO =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|z|([+-])(\d{2})(?::?(\d{2}))?)?)?$/;
+
+function _daysInMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+  return [4, 6, 9, 11].includes(month) ? 30 : 31;
+}
+
+/** Parses an ISO 8601 date-time to epoch ms (fraction truncated to ms) and its precision. */
+export function parseIso(text: string): { ms: number; unit: number } | null {
+  if (text.length > 40) return null;
+  const m = _ISO.exec(text);
+  if (!m) return null;
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const [h, mi, s] = [Number(m[4] ?? 0), Number(m[5] ?? 0), Number(m[6] ?? 0)];
+  const ms = m[7] ? Number(m[7].padEnd(3, "0").slice(0, 3)) : 0;
+  if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > _daysInMonth(y, mo)) return null;
+  if (h > 23 || mi > 59 || s > 59) return null;
+  let offset = 0;
+  if (m[9]) {
+    const [oh, om] = [Number(m[10]), Number(m[11] ?? 0)];
+    if (oh > 23 || om > 59) return null;
+    offset = (m[9] === "-" ? -1 : 1) * (oh * 60 + om) * _MINUTE;
+  }
+  const date = new Date(0);
+  date.setUTCFullYear(y, mo - 1, d);
+  date.setUTCHours(h, mi, s, ms);
+  const unit = m[4] === undefined ? DAY : m[6] === undefined ? _MINUTE : m[7] ? 1 : _SECOND;
+  return { ms: date.getTime() - offset, unit };
+}
+
+function _addMonths(t: number, months: number): number {
+  const date = new Date(t);
+  if (Number.isNaN(date.getTime())) return NaN;
+  const total = date.getUTCFullYear() * 12 + date.getUTCMonth() + months;
+  const year = Math.floor(total / 12);
+  if (!Number.isFinite(total) || Math.abs(year) > 270_000) return NaN;
+  const month = total - year * 12;
+  // Like Java time (and Elasticsearch): Jan 31 + 1M is the last day of February.
+  const day = Math.min(date.getUTCDate(), _daysInMonth(year, month + 1));
+  date.setUTCFullYear(year, month, day);
+  return date.getTime();
+}
+
+function _addUnit(t: number, amount: number, unit: string): number {
+  switch (unit) {
+    case "y":
+      return _addMonths(t, amount * 12);
+    case "M":
+      return _addMonths(t, amount);
+    case "w":
+      return t + amount * 7 * DAY;
+    case "d":
+      return t + amount * DAY;
+    case "h":
+    case "H":
+      return t + amount * _HOUR;
+    case "m":
+      return t + amount * _MINUTE;
+    default:
+      return t + amount * _SECOND;
+  }
+}
+
+/** Rounds an epoch-ms time down to the start of its date-math unit (UTC). */
+export function floorUnit(t: number, unit: string): number {
+  const mod = (size: number) => t - (((t % size) + size) % size);
+  switch (unit) {
+    case "y":
+    case "M": {
+      const date = new Date(t);
+      const floored = new Date(0);
+      floored.setUTCFullYear(date.getUTCFullYear(), unit === "y" ? 0 : date.getUTCMonth(), 1);
+      return floored.getTime();
+    }
+    case "w": {
+      const day = mod(DAY);
+      return day - ((new Date(day).getUTCDay() + 6) % 7) * DAY; // weeks start on Monday
+    }
+    case "d":
+      return mod(DAY);
+    case "h":
+    case "H":
+      return mod(_HOUR);
+    case "m":
+      return mod(_MINUTE);
+    default:
+      return mod(_SECOND);
+  }
+}
+
+const _MATH_OP = /^(?:([+-])(\d{1,9})([yMwdhHms])|\/([yMwdhHms]))/;
+
+/**
+ * Elasticsearch date math to epoch ms. With `roundUp` (how Elasticsearch reads the upper end of
+ * a range), a rounding or a partial ISO date yields the LAST millisecond of its unit.
+ */
+export function dateMath(expr: string, now: Date, roundUp: boolean): number | null {
+  if (expr.length > 100) return null;
+  let t: number;
+  let rest: string;
+  if (expr.startsWith("now")) {
+    t = now.getTime();
+    rest = expr.slice(3);
+  } else {
+    const bar = expr.indexOf("||");
+    const anchor = parseIso(bar < 0 ? expr : expr.slice(0, bar));
+    if (!anchor) return null;
+    t = roundUp ? anchor.ms + anchor.unit - 1 : anchor.ms;
+    rest = bar < 0 ? "" : expr.slice(bar + 2);
+  }
+  for (let ops = 0; rest.length > 0; ops++) {
+    const m = _MATH_OP.exec(rest);
+    if (!m || ops >= 10) return null;
+    rest = rest.slice(m[0].length);
+    if (m[4]) {
+      t = floorUnit(t, m[4]);
+      if (roundUp) t = _addUnit(t, 1, m[4]) - 1;
+    } else {
+      t = _addUnit(t, (m[1] === "-" ? -1 : 1) * Number(m[2]), m[3]!);
+    }
+    if (!Number.isFinite(t) || Math.abs(t) > _MAX_TIME) return null;
+  }
+  if (!Number.isFinite(t)) return null;
+  const year = new Date(t).getUTCFullYear();
+  return year >= 1 && year <= 9999 ? t : null;
+}
+
+/**
+ * Resolves Unomi/Elasticsearch date math: `now` or an ISO 8601 anchor followed by `||`, then any
+ * of `+<n><unit>`, `-<n><unit>`, `/<unit>` (units y M w d h H m s; rounding floors in UTC, weeks
+ * start on Monday; adding months clamps the day like Java). A plain ISO 8601 date-time is valid
+ * too. With `roundUp` (the upper end of a range) rounding and partial dates give the last
+ * millisecond of their unit instead. Returns null when invalid or outside years 1 to 9999.
+ */
+export function resolveDateExpr(
+  expr: string,
+  now: Date,
+  options: { roundUp?: boolean } = {},
+): Date | null {
+  if (typeof expr !== "string") return null;
+  const t = dateMath(expr, now, options.roundUp ?? false);
+  return t === null ? null : new Date(t);
+}
+
+/** A date value as the span [lo, hi) it stands for (Elasticsearch reads ranges this way). */
+export function dateSpan(kind: "date" | "dateExpr", value: string, now: Date): [Date, Date] {
+  let lo: number | null;
+  let hi: number | null;
+  if (kind === "date") {
+    const parsed = parseIso(value);
+    lo = parsed?.ms ?? null;
+    hi = parsed ? parsed.ms + parsed.unit : null;
+  } else {
+    lo = dateMath(value, now, false);
+    const last = dateMath(value, now, true);
+    hi = last === null ? null : last + 1;
+  }
+  if (lo === null || hi === null) {
+    throw new DomainError(
+      "invalid_condition",
+      `the date ${quote(value)} resolves outside the years 1 to 9999`,
+    );
+  }
+  return [new Date(lo), new Date(hi)];
+}

@@ -1,0 +1,439 @@
+/**
+ * Validation of a condition tree against the public vocabulary and limits; every problem is
+ * reported with its JSON path.
+ *
+ * @module
+ */
+import { DomainError } from "../../errors.ts";
+import { dateMath, parseIso } from "./dates.ts";
+import { type PropertySource, resolveProperty, SOURCE_KINDS, SOURCE_TEXT } from "./properties.ts";
+import { regexProblem } from "./regex.ts";
+import { isObject, own, quote } from "./shape.ts";
+import {
+  ALL_KINDS,
+  type Arity,
+  type Condition,
+  CONDITION_TYPES,
+  type ConditionIssue,
+  type ConditionOptions,
+  type ConditionValidation,
+  type ItemType,
+  KIND_TEXT,
+  MAX_CONDITION_DEPTH,
+  MAX_CONDITION_ISSUES,
+  MAX_CONDITION_NODES,
+  MAX_CONDITION_VALUES,
+  MAX_NUMBER_OF_DAYS,
+  OPERATORS,
+  VALUE_KEYS,
+  VALUE_PARAMS,
+  type ValueKind,
+} from "./vocabulary.ts";
+
+interface _Walk {
+  issues: ConditionIssue[];
+  truncated: boolean;
+  nodes: number;
+  maxDepth: number;
+  maxNodes: number;
+  /** Appended to a limit's message when the scope predicate takes part of it. */
+  limitNote: string;
+  allowScope: boolean;
+  now: Date;
+}
+
+function _child(path: string, key: string | number): string {
+  if (typeof key === "number") return `${path}[${key}]`;
+  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key)
+    ? `${path}.${key}`
+    : `${path}[${JSON.stringify(key.length > 100 ? `${key.slice(0, 100)}...` : key)}]`;
+}
+
+function _issue(w: _Walk, path: string, message: string): void {
+  if (w.issues.length < MAX_CONDITION_ISSUES) w.issues.push({ path, message });
+  else w.truncated = true;
+}
+
+/**
+ * A string that is not a Unomi resolver (`script::` runs a script, `parameter::` a lookup) and
+ * that PostgreSQL can take: no NUL, no unpaired surrogate (text cannot hold them).
+ */
+function _string(w: _Walk, value: unknown, path: string): value is string {
+  if (typeof value !== "string") {
+    _issue(w, path, "must be a string");
+    return false;
+  }
+  if (value.includes("\0") || !value.isWellFormed()) {
+    _issue(w, path, "must not contain a NUL character or an unpaired surrogate");
+    return false;
+  }
+  if (value.startsWith("script::") || value.startsWith("parameter::")) {
+    _issue(w, path, "script and parameter resolvers are not allowed");
+    return false;
+  }
+  return true;
+}
+
+function _unknownKeys(
+  w: _Walk,
+  params: Record<string, unknown>,
+  path: string,
+  allowed: readonly string[],
+): void {
+  for (const key of Object.keys(params)) {
+    if (!allowed.includes(key)) _issue(w, _child(path, key), "unknown parameter");
+  }
+}
+
+/**
+ * Validates an untrusted tree against the public allowlist and reports every problem by JSON
+ * path. `allowScope` false (the default) rejects any property name with a `scope` or
+ * `shopDomain` segment.
+ */
+export function validateCondition(raw: unknown, options: ConditionOptions): ConditionValidation {
+  const root = options.root ?? "$";
+  const injected = options.scopeInjected ?? false;
+  const w: _Walk = {
+    issues: [],
+    truncated: false,
+    nodes: 0,
+    maxDepth: MAX_CONDITION_DEPTH - (injected ? 1 : 0),
+    maxNodes: MAX_CONDITION_NODES - (injected ? 2 : 0),
+    limitNote: injected ? " (the scope predicate the service adds takes the rest)" : "",
+    allowScope: options.allowScope ?? false,
+    now: new Date(),
+  };
+  _validateNode(w, raw, root, options.itemType, 1);
+  if (w.truncated) {
+    w.issues.push({
+      path: root,
+      message: `more than ${MAX_CONDITION_ISSUES} issues; only the first ones are listed`,
+    });
+  }
+  if (w.issues.length > 0) return { ok: false, issues: w.issues };
+  return { ok: true, condition: structuredClone(raw) as Condition };
+}
+
+/** Like {@linkcode validateCondition}, but throws 400 `invalid_condition` naming every issue. */
+export function parseCondition(raw: unknown, options: ConditionOptions): Condition {
+  const result = validateCondition(raw, options);
+  if (!result.ok) throw invalidCondition(result.issues);
+  return result.condition;
+}
+
+/** The `invalid_condition` error naming every issue as "path: message". */
+export function invalidCondition(issues: ConditionIssue[]): DomainError {
+  return new DomainError(
+    "invalid_condition",
+    `invalid condition: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+  );
+}
+
+const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
+  profilePropertyCondition: "profile",
+  pastEventCondition: "profile",
+  eventPropertyCondition: "event",
+  eventTypeCondition: "event",
+};
+
+function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, depth: number) {
+  if (depth > w.maxDepth) {
+    _issue(w, path, `nested deeper than ${w.maxDepth} levels${w.limitNote}`);
+    return;
+  }
+  w.nodes += 1;
+  if (w.nodes > w.maxNodes) {
+    if (w.nodes === w.maxNodes + 1) {
+      _issue(w, path, `the condition has more than ${w.maxNodes} nodes${w.limitNote}`);
+    }
+    return;
+  }
+  if (!isObject(raw)) {
+    _issue(w, path, "must be a condition object {type, parameterValues}");
+    return;
+  }
+  for (const key of Object.keys(raw)) {
+    if (key !== "type" && key !== "parameterValues") {
+      _issue(w, _child(path, key), "unknown key (a condition has type and parameterValues)");
+    }
+  }
+  const typePath = _child(path, "type");
+  const pvPath = _child(path, "parameterValues");
+  const type = own(raw, "type");
+  const params = own(raw, "parameterValues");
+  let known = false;
+  if (type === undefined) _issue(w, typePath, "is required");
+  else if (_string(w, type, typePath)) {
+    known = (CONDITION_TYPES as readonly string[]).includes(type);
+    if (!known) _issue(w, typePath, `unknown condition type ${quote(type)}`);
+  }
+  if (params === undefined) _issue(w, pvPath, "is required");
+  else if (!isObject(params)) _issue(w, pvPath, "must be an object");
+  if (!known || !isObject(params)) return;
+  const required = _TYPE_CONTEXT[type as string];
+  if (required && required !== context) {
+    _issue(
+      w,
+      typePath,
+      context === "profile"
+        ? `${type} is not allowed in a profile condition` +
+          (type === "pastEventCondition" ? "" : " (use it in pastEventCondition.eventCondition)")
+        : type === "pastEventCondition"
+        ? "pastEventCondition is only allowed in a profile condition, not inside an event condition"
+        : `${type} is not allowed in an event condition`,
+    );
+    return;
+  }
+  switch (type) {
+    case "booleanCondition": {
+      _unknownKeys(w, params, pvPath, ["operator", "subConditions"]);
+      const operator = own(params, "operator");
+      const operatorPath = _child(pvPath, "operator");
+      if (operator === undefined) _issue(w, operatorPath, "is required");
+      else if (_string(w, operator, operatorPath) && operator !== "and" && operator !== "or") {
+        _issue(w, operatorPath, 'must be "and" or "or"');
+      }
+      const subs = own(params, "subConditions");
+      const subsPath = _child(pvPath, "subConditions");
+      if (subs === undefined) _issue(w, subsPath, "is required");
+      else if (!Array.isArray(subs) || subs.length === 0) {
+        _issue(w, subsPath, "must be a non-empty array of conditions");
+      } else {
+        subs.forEach((sub, i) => _validateNode(w, sub, _child(subsPath, i), context, depth + 1));
+      }
+      return;
+    }
+    case "notCondition": {
+      _unknownKeys(w, params, pvPath, ["subCondition"]);
+      const sub = own(params, "subCondition");
+      const subPath = _child(pvPath, "subCondition");
+      if (sub === undefined) _issue(w, subPath, "is required");
+      else _validateNode(w, sub, subPath, context, depth + 1);
+      return;
+    }
+    case "matchAllCondition":
+      _unknownKeys(w, params, pvPath, []);
+      return;
+    case "eventTypeCondition": {
+      _unknownKeys(w, params, pvPath, ["eventTypeId"]);
+      const id = own(params, "eventTypeId");
+      const idPath = _child(pvPath, "eventTypeId");
+      if (id === undefined) _issue(w, idPath, "is required");
+      else if (_string(w, id, idPath) && (id.length === 0 || id.length > 64)) {
+        _issue(w, idPath, "must be 1 to 64 characters");
+      }
+      return;
+    }
+    case "pastEventCondition":
+      _validatePastEvents(w, params, pvPath, depth);
+      return;
+    default:
+      _validateProperty(w, params, pvPath, context);
+  }
+}
+
+function _validatePastEvents(
+  w: _Walk,
+  params: Record<string, unknown>,
+  pvPath: string,
+  depth: number,
+): void {
+  _unknownKeys(w, params, pvPath, [
+    "eventCondition",
+    "numberOfDays",
+    "fromDate",
+    "toDate",
+    "minimumEventCount",
+    "maximumEventCount",
+    "operator",
+  ]);
+  const ec = own(params, "eventCondition");
+  const ecPath = _child(pvPath, "eventCondition");
+  if (ec === undefined) _issue(w, ecPath, "is required");
+  else _validateNode(w, ec, ecPath, "event", depth + 1);
+
+  const days = own(params, "numberOfDays");
+  const daysPath = _child(pvPath, "numberOfDays");
+  if (days !== undefined) {
+    if (
+      !Number.isSafeInteger(days) || (days as number) < 1 || (days as number) > MAX_NUMBER_OF_DAYS
+    ) {
+      _issue(w, daysPath, `must be an integer from 1 to ${MAX_NUMBER_OF_DAYS}`);
+    } else if (own(params, "fromDate") !== undefined || own(params, "toDate") !== undefined) {
+      _issue(w, daysPath, "cannot be combined with fromDate or toDate");
+    }
+  }
+  for (const key of ["fromDate", "toDate"]) {
+    const value = own(params, key);
+    const path = _child(pvPath, key);
+    if (value !== undefined && _string(w, value, path) && !_validDateExpr(value, w.now)) {
+      _issue(w, path, `must be ${KIND_TEXT.date} or ${KIND_TEXT.dateExpr}`);
+    }
+  }
+  const operator = own(params, "operator");
+  const operatorPath = _child(pvPath, "operator");
+  const notOccurred = operator === "eventsNotOccurred";
+  if (
+    operator !== undefined && _string(w, operator, operatorPath) &&
+    operator !== "eventsOccurred" && !notOccurred
+  ) {
+    _issue(w, operatorPath, 'must be "eventsOccurred" or "eventsNotOccurred"');
+  }
+  const counts: Record<string, number | undefined> = {};
+  for (const key of ["minimumEventCount", "maximumEventCount"]) {
+    const value = own(params, key);
+    const path = _child(pvPath, key);
+    if (value === undefined) continue;
+    if (notOccurred) _issue(w, path, "is not used with operator eventsNotOccurred");
+    else if (
+      !Number.isSafeInteger(value) || (value as number) < 0 || (value as number) > 1_000_000
+    ) {
+      _issue(w, path, "must be an integer from 0 to 1000000");
+    } else counts[key] = value as number;
+  }
+  const min = counts.minimumEventCount ?? 1;
+  const max = counts.maximumEventCount;
+  if (max !== undefined && max < min) {
+    _issue(w, _child(pvPath, "maximumEventCount"), `must be at least minimumEventCount (${min})`);
+  }
+}
+
+function _validDateExpr(value: string, now: Date): boolean {
+  return dateMath(value, now, false) !== null && dateMath(value, now, true) !== null;
+}
+
+function _valueKeys(arity: Arity, kinds: readonly ValueKind[]): string[] {
+  const plural = arity === "pair" || arity === "list";
+  return VALUE_KEYS.filter((key) => {
+    const spec = VALUE_PARAMS.get(key)!;
+    return spec.plural === plural && kinds.includes(spec.kind);
+  });
+}
+
+function _validateProperty(
+  w: _Walk,
+  params: Record<string, unknown>,
+  pvPath: string,
+  context: ItemType,
+): void {
+  _unknownKeys(w, params, pvPath, ["propertyName", "comparisonOperator", ...VALUE_KEYS]);
+  const name = own(params, "propertyName");
+  const namePath = _child(pvPath, "propertyName");
+  let source: PropertySource | undefined;
+  if (name === undefined) _issue(w, namePath, "is required");
+  else if (_string(w, name, namePath)) {
+    const resolved = resolveProperty(context, name, { allowScope: w.allowScope });
+    if (resolved.ok) source = resolved.source;
+    else _issue(w, namePath, resolved.message);
+  }
+  const opName = own(params, "comparisonOperator");
+  const opPath = _child(pvPath, "comparisonOperator");
+  let op: { arity: Arity; kinds: readonly ValueKind[] } | undefined;
+  if (opName === undefined) _issue(w, opPath, "is required");
+  else if (_string(w, opName, opPath)) {
+    op = OPERATORS.get(opName);
+    if (!op) _issue(w, opPath, `unknown comparison operator ${quote(opName)}`);
+  }
+  const sourceKinds = source ? SOURCE_KINDS[source.kind] : ALL_KINDS;
+  const usable = op ? op.kinds.filter((k) => sourceKinds.includes(k)) : [];
+  if (op && source && op.arity !== "none" && usable.length === 0) {
+    _issue(w, opPath, `${opName} does not apply to ${name}, ${SOURCE_TEXT[source.kind]}`);
+  }
+  const present = VALUE_KEYS.filter((key) => own(params, key) !== undefined);
+  const accepted: string[] = [];
+  for (const key of present) {
+    const spec = VALUE_PARAMS.get(key)!;
+    const path = _child(pvPath, key);
+    if (op) {
+      const plural = op.arity === "pair" || op.arity === "list";
+      if (op.arity === "none") {
+        _issue(w, path, `is not used by comparisonOperator ${opName}`);
+        continue;
+      }
+      if (spec.plural !== plural || !op.kinds.includes(spec.kind)) {
+        _issue(
+          w,
+          path,
+          `is not used by comparisonOperator ${opName} (it takes ${
+            _valueKeys(op.arity, op.kinds).join(", ")
+          })`,
+        );
+        continue;
+      }
+      if (source && !sourceKinds.includes(spec.kind)) {
+        const keys = _valueKeys(op.arity, usable);
+        _issue(
+          w,
+          path,
+          `does not apply to ${name}, ${SOURCE_TEXT[source.kind]}` +
+            (keys.length ? ` (use ${keys.join(" or ")})` : ""),
+        );
+        continue;
+      }
+    }
+    _checkValue(w, params[key], path, spec, opName === "matchesRegex", op?.arity === "pair");
+    accepted.push(key);
+  }
+  if (op && op.arity !== "none") {
+    if (present.length === 0 && usable.length > 0) {
+      _issue(
+        w,
+        pvPath,
+        `comparisonOperator ${opName} needs one of ${_valueKeys(op.arity, usable).join(", ")}`,
+      );
+    }
+    for (const key of accepted.slice(1)) {
+      _issue(w, _child(pvPath, key), `only one value parameter may be given (${accepted[0]} is)`);
+    }
+  }
+}
+
+function _checkValue(
+  w: _Walk,
+  value: unknown,
+  path: string,
+  spec: { kind: ValueKind; plural: boolean },
+  regex: boolean,
+  pair: boolean,
+): void {
+  if (!spec.plural) {
+    _checkScalar(w, value, path, spec.kind, regex);
+    return;
+  }
+  if (!Array.isArray(value) || value.length === 0) {
+    _issue(w, path, `must be a non-empty array of ${KIND_TEXT[spec.kind].replace(/^an? /, "")}s`);
+  } else if (value.length > MAX_CONDITION_VALUES) {
+    _issue(w, path, `must have at most ${MAX_CONDITION_VALUES} items`);
+  } else {
+    if (pair && value.length !== 2) _issue(w, path, "between takes exactly two values [from, to]");
+    value.forEach((item, i) => _checkScalar(w, item, _child(path, i), spec.kind, false));
+  }
+}
+
+function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, regex: boolean) {
+  switch (kind) {
+    case "string": {
+      if (!_string(w, value, path)) return;
+      const problem = regex ? regexProblem(value) : null;
+      if (problem) _issue(w, path, problem);
+      return;
+    }
+    case "integer":
+      if (!Number.isSafeInteger(value)) _issue(w, path, `must be ${KIND_TEXT.integer}`);
+      return;
+    case "double":
+      if (typeof value !== "number" || !Number.isFinite(value)) {
+        _issue(w, path, `must be ${KIND_TEXT.double}`);
+      }
+      return;
+    case "date":
+      if (_string(w, value, path) && !parseIso(value)) {
+        _issue(w, path, `must be ${KIND_TEXT.date}`);
+      }
+      return;
+    case "dateExpr":
+      if (_string(w, value, path) && !_validDateExpr(value, w.now)) {
+        _issue(w, path, `must be ${KIND_TEXT.dateExpr}`);
+      }
+  }
+}

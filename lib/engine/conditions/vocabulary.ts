@@ -1,0 +1,127 @@
+/**
+ * The condition vocabulary: node and option types, the public condition types, the comparison
+ * operators with their value parameters, and the limits a tree must keep.
+ *
+ * @module
+ */
+import type postgres from "postgres";
+
+/** What a condition selects. */
+export type ItemType = "profile" | "event";
+
+/** A Unomi condition node. */
+export interface Condition {
+  type: string;
+  parameterValues: Record<string, unknown>;
+}
+
+/** One problem in a condition, located by JSON path. */
+export interface ConditionIssue {
+  path: string;
+  message: string;
+}
+
+/** Options of `validateCondition` and `parseCondition`. */
+export interface ConditionOptions {
+  itemType: ItemType;
+  /** Allow references to scope/shopDomain (only for trees the service itself wrote). */
+  allowScope?: boolean;
+  /** JSON path of the condition in its document; `$` by default. */
+  root?: string;
+  /**
+   * The service will AND-inject the scope predicate around this tree, which takes one level and
+   * two nodes of the limits: the tree gets what remains, so the injected one stays valid.
+   */
+  scopeInjected?: boolean;
+}
+
+/** The outcome of `validateCondition`. */
+export type ConditionValidation =
+  | { ok: true; condition: Condition }
+  | { ok: false; issues: ConditionIssue[] };
+
+/** A postgres.js fragment: interpolate it in a sql`...` query, never await it on its own. */
+export type SqlFragment = postgres.PendingQuery<postgres.Row[]>;
+
+/** Nesting levels a tree may have. */
+export const MAX_CONDITION_DEPTH = 10;
+/** Nodes a tree may have. */
+export const MAX_CONDITION_NODES = 200;
+/** Values a list parameter may hold. */
+export const MAX_CONDITION_VALUES = 1000;
+/** Characters a matchesRegex pattern may have. */
+export const MAX_REGEX_LENGTH = 200;
+/** Issues listed at most; one more says that the list was cut. */
+export const MAX_CONDITION_ISSUES = 100;
+/** The largest numberOfDays of a pastEventCondition. */
+export const MAX_NUMBER_OF_DAYS = 36_500;
+
+/** The public condition types. */
+export const CONDITION_TYPES = [
+  "booleanCondition",
+  "notCondition",
+  "matchAllCondition",
+  "profilePropertyCondition",
+  "eventPropertyCondition",
+  "eventTypeCondition",
+  "pastEventCondition",
+] as const;
+
+/** How many values an operator takes. */
+export type Arity = "none" | "single" | "pair" | "list";
+/** The comparison type a value parameter selects. */
+export type ValueKind = "string" | "integer" | "double" | "date" | "dateExpr";
+
+/** Every value kind. */
+export const ALL_KINDS: readonly ValueKind[] = ["string", "integer", "double", "date", "dateExpr"];
+
+/** The public comparison operators (Unomi 2.7 without `distance`), with their value arity and kinds. */
+export const OPERATORS = new Map<string, { arity: Arity; kinds: readonly ValueKind[] }>([
+  ["equals", { arity: "single", kinds: ALL_KINDS }],
+  ["notEquals", { arity: "single", kinds: ALL_KINDS }],
+  ["greaterThan", { arity: "single", kinds: ALL_KINDS }],
+  ["greaterThanOrEqualTo", { arity: "single", kinds: ALL_KINDS }],
+  ["lessThan", { arity: "single", kinds: ALL_KINDS }],
+  ["lessThanOrEqualTo", { arity: "single", kinds: ALL_KINDS }],
+  ["between", { arity: "pair", kinds: ALL_KINDS }],
+  ["exists", { arity: "none", kinds: [] }],
+  ["missing", { arity: "none", kinds: [] }],
+  ["contains", { arity: "single", kinds: ["string"] }],
+  ["notContains", { arity: "single", kinds: ["string"] }],
+  ["startsWith", { arity: "single", kinds: ["string"] }],
+  ["endsWith", { arity: "single", kinds: ["string"] }],
+  ["matchesRegex", { arity: "single", kinds: ["string"] }],
+  ["in", { arity: "list", kinds: ALL_KINDS }],
+  ["notIn", { arity: "list", kinds: ALL_KINDS }],
+  ["all", { arity: "list", kinds: ALL_KINDS }],
+  ["inContains", { arity: "list", kinds: ["string"] }],
+  ["hasSomeOf", { arity: "list", kinds: ALL_KINDS }],
+  ["hasNoneOf", { arity: "list", kinds: ALL_KINDS }],
+  ["isDay", { arity: "single", kinds: ["date", "dateExpr"] }],
+  ["isNotDay", { arity: "single", kinds: ["date", "dateExpr"] }],
+]);
+
+/** The value parameters, each with its kind and whether it holds a list. */
+export const VALUE_PARAMS = new Map<string, { kind: ValueKind; plural: boolean }>([
+  ["propertyValue", { kind: "string", plural: false }],
+  ["propertyValueInteger", { kind: "integer", plural: false }],
+  ["propertyValueDouble", { kind: "double", plural: false }],
+  ["propertyValueDate", { kind: "date", plural: false }],
+  ["propertyValueDateExpr", { kind: "dateExpr", plural: false }],
+  ["propertyValues", { kind: "string", plural: true }],
+  ["propertyValuesInteger", { kind: "integer", plural: true }],
+  ["propertyValuesDouble", { kind: "double", plural: true }],
+  ["propertyValuesDate", { kind: "date", plural: true }],
+  ["propertyValuesDateExpr", { kind: "dateExpr", plural: true }],
+]);
+/** The names of the value parameters. */
+export const VALUE_KEYS = [...VALUE_PARAMS.keys()];
+
+/** How messages name each value kind. */
+export const KIND_TEXT: Record<ValueKind, string> = {
+  string: "a string",
+  integer: "an integer",
+  double: "a number",
+  date: "an ISO 8601 date-time (e.g. 2026-01-31T12:00:00Z)",
+  dateExpr: "a date math expression (e.g. now-30d, now/d, 2026-01-01T00:00:00Z||+1M)",
+};

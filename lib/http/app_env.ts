@@ -1,0 +1,35 @@
+/**
+ * The HTTP pipeline: what every request passes through before a route handler (request id,
+ * CORS, route guard, body limit, authentication, usage meter, rate limits) and how errors leave
+ * it. This module composes the Hono environment from the context variables each middleware
+ * declares, and names the app's outside dependencies. See docs/architecture.md.
+ *
+ * @module
+ */
+import type { Config } from "../config.ts";
+import type { Sql } from "../store/db.ts";
+import type { Engine } from "../engine/engine.ts";
+import type { ShopifyAdmin } from "../shopify/admin_client.ts";
+import type { AuthVariables } from "./auth.ts";
+import type { BodyVariables } from "./body_limit.ts";
+import type { RequestIdVariables } from "hono/request-id";
+import type { MeterVariables } from "./usage.ts";
+
+/** Everything the app needs from outside, passed in so tests can swap stores and the clock. */
+export interface AppDeps {
+  kv: Deno.Kv;
+  /** The KV database holding the ingest queue; the same as `kv` unless configured apart. */
+  queueKv?: Deno.Kv;
+  sql: Sql;
+  engine: Engine;
+  now: () => Date;
+  newId: () => string;
+  config: Config;
+  /** The Shopify Admin API client; built from `config` when absent. */
+  shopify?: ShopifyAdmin;
+}
+
+/** Hono environment shared by every route and middleware: the middlewares' variables together. */
+export type AppEnv = {
+  Variables: RequestIdVariables & AuthVariables & MeterVariables & BodyVariables;
+};

@@ -1,0 +1,432 @@
+/**
+ * The ingest queue on Deno KV: enqueueing batches, the backlog bound (`INGEST_MAX_BACKLOG`),
+ * stored-size bounds, and the dead letters an operator lists and replays (docs/operations.md).
+ *
+ * @module
+ */
+import type { Engine, EventBatch, IngestEvent } from "../engine/engine.ts";
+import {
+  deadLetterKey,
+  deadLetterPrefix,
+  ingestBacklogCounterKey,
+  ingestBacklogMarkerKey,
+  ingestBacklogUndeliveredKey,
+  ingestBacklogUndeliveredPrefix,
+} from "../store/kv_keys.ts";
+import type { GroupCommit } from "../store/kv_group_commit.ts";
+
+/** A queue message carrying events for the engine. */
+export interface EventsMessage {
+  kind: "events";
+  id: string;
+  brandId: string;
+  batch: EventBatch;
+}
+
+/** A message the forwarder gave up on, kept for an operator (`deadletter list` / `replay`). */
+export interface DeadLetter {
+  id: string;
+  message: EventsMessage;
+  /** Why: a permanent engine rejection, or retries exhausted. */
+  reason: string;
+  failedAt: string | null;
+}
+
+// Deno KV refuses queue messages over 64 KiB (V8-serialized); leave room for the envelope.
+const _MESSAGE_BUDGET = 60_000;
+/** The largest event (V8-serialized) that fits one queue message with its envelope. */
+export const MAX_STORED_EVENT_BYTES = _MESSAGE_BUDGET;
+
+/** Retry delays (ms) of a message whose handler throws; then it goes to its dead-letter key. */
+export const DEFAULT_BACKOFF_MS = [1_000, 5_000, 30_000, 120_000, 600_000];
+
+/**
+ * Splits events into chunks whose serialized size stays under the queue's message limit.
+ * `sizes[i]`, when given, is `storedSizeBound(events[i])` already computed by the caller.
+ */
+export function chunkEvents(events: IngestEvent[], sizes?: number[]): IngestEvent[][] {
+  const chunks: IngestEvent[][] = [];
+  let current: IngestEvent[] = [];
+  let size = 0;
+  for (const [i, event] of events.entries()) {
+    const eventSize = sizes?.[i] ?? storedSizeBound(event);
+    if (current.length > 0 && size + eventSize > _MESSAGE_BUDGET) {
+      chunks.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(event);
+    size += eventSize;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
+
+/**
+ * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
+ * queued or none is (the caller then answers 503 and accepts nothing). `also` adds the request's
+ * other writes (its limiter counts and usage record) to the same commit; `commit` shares it with
+ * other requests' (a group commit over `kv`). The same commit counts the events into the backlog
+ * (a marker per message and the `enqueued` total; see {@linkcode readBacklog}).
+ */
+export async function enqueueBatch(
+  kv: Deno.Kv,
+  input: {
+    brandId: string;
+    batch: EventBatch;
+    newId: () => string;
+    backoffMs?: number[];
+    also?: (op: Deno.AtomicOperation) => void;
+    /** `storedSizeBound` of each event, when the caller has it. */
+    sizes?: number[];
+    commit?: GroupCommit;
+  },
+): Promise<void> {
+  const messages: EventsMessage[] = chunkEvents(input.batch.events, input.sizes).map((events) => ({
+    kind: "events",
+    id: input.newId(),
+    brandId: input.brandId,
+    batch: { ...input.batch, events },
+  }));
+  const write = (op: Deno.AtomicOperation) => {
+    input.also?.(op);
+    for (const message of messages) {
+      op.set(ingestBacklogMarkerKey(message.id), message.batch.events.length);
+      op.enqueue(message, {
+        keysIfUndelivered: [deadLetterKey(message.id), ingestBacklogUndeliveredKey(message.id)],
+        backoffSchedule: input.backoffMs ?? DEFAULT_BACKOFF_MS,
+      });
+    }
+    if (messages.length > 0) {
+      op.sum(
+        ingestBacklogCounterKey("enqueued"),
+        BigInt(input.batch.events.length),
+      );
+    }
+  };
+  if (input.commit) {
+    const bytes = input.sizes?.reduce((sum, size) => sum + size, 0) ??
+      messages.length * _MESSAGE_BUDGET;
+    return await input.commit.commit(write, bytes);
+  }
+  const op = kv.atomic();
+  write(op);
+  const result = await op.commit();
+  if (!result.ok) throw new Error("ingest queue commit was refused");
+}
+
+/**
+ * Queued events not yet done: the `enqueued` total less the `done` total, read in one snapshot.
+ * Deno KV tells no queue depth, so the service counts: each enqueue writes a marker per message
+ * and adds its events to `enqueued`; finishing a message deletes its marker and adds the same
+ * count to `done`, under a check of the marker, so a redelivered message is never counted twice
+ * ({@linkcode retireBacklogMessage}). A message KV gives up on leaves its marker; the undelivered
+ * key KV writes beside its dead letter lets {@linkcode retireUndelivered} retire it.
+ */
+export async function readBacklog(kv: Deno.Kv): Promise<number> {
+  const [enqueued, done] = await kv.getMany<[Deno.KvU64, Deno.KvU64]>([
+    ingestBacklogCounterKey("enqueued"),
+    ingestBacklogCounterKey("done"),
+  ]);
+  const backlog = (enqueued.value?.value ?? 0n) - (done.value?.value ?? 0n);
+  return backlog > 0n ? Number(backlog) : 0;
+}
+
+/**
+ * Counts a finished message (applied, or dead-lettered by the forwarder) out of the backlog.
+ * Idempotent: only the call that deletes the marker adds to `done`. False when already retired.
+ */
+export async function retireBacklogMessage(kv: Deno.Kv, messageId: string): Promise<boolean> {
+  const marker = await kv.get<number>(ingestBacklogMarkerKey(messageId));
+  if (marker.versionstamp === null) return false;
+  const result = await kv.atomic()
+    .check(marker)
+    .delete(marker.key)
+    .sum(ingestBacklogCounterKey("done"), BigInt(marker.value))
+    .commit();
+  return result.ok;
+}
+
+/**
+ * Retires the markers of messages KV itself dead-lettered after their retries ran out (it wrote
+ * their undelivered keys), and deletes those keys; returns how many it retired.
+ */
+export async function retireUndelivered(kv: Deno.Kv): Promise<number> {
+  let retired = 0;
+  for await (const entry of kv.list({ prefix: ingestBacklogUndeliveredPrefix() })) {
+    const messageId = String(entry.key[entry.key.length - 1]);
+    const marker = await kv.get<number>(ingestBacklogMarkerKey(messageId));
+    const op = kv.atomic().check(entry).delete(entry.key);
+    if (marker.versionstamp !== null) {
+      op.check(marker).delete(marker.key)
+        .sum(ingestBacklogCounterKey("done"), BigInt(marker.value));
+    }
+    // A refused commit (the entry changed meanwhile) is retried by the next sweep.
+    if ((await op.commit()).ok && marker.versionstamp !== null) retired++;
+  }
+  return retired;
+}
+
+/** How long one process trusts the backlog it read before reading it again. */
+export const BACKLOG_CACHE_MS = 250;
+/** How often one process looks for messages KV dead-lettered ({@linkcode retireUndelivered}). */
+export const UNDELIVERED_SWEEP_MS = 10_000;
+
+/** Room reserved in the backlog for one request's events; settle it once the enqueue is over. */
+export interface BacklogTicket {
+  settle(committed: boolean): void;
+}
+
+interface _Gate {
+  /** The backlog as last read, and when that read started. */
+  backlog: number;
+  readAt: number;
+  /** Events this process admitted since that read started (or in flight when it did). */
+  added: number;
+  /** Events admitted whose enqueue has not settled yet. */
+  inFlight: number;
+  reading: Promise<void> | null;
+  sweptAt: number;
+}
+
+// One per queue database and process: the figure is shared by all of the process's requests.
+const _gates = new WeakMap<Deno.Kv, _Gate>();
+
+/**
+ * Admits `events` to the ingest queue while its backlog is under `maxBacklog`, else null. The
+ * backlog is read from KV at most every {@linkcode BACKLOG_CACHE_MS} per process, plus what the
+ * process admitted since; so one process never admits past the bound by more than one batch a
+ * request in flight, and other processes' admissions are seen within that interval (docs/operations.md).
+ */
+export async function admitToBacklog(
+  kv: Deno.Kv,
+  events: number,
+  maxBacklog: number,
+): Promise<BacklogTicket | null> {
+  let gate = _gates.get(kv);
+  if (!gate) {
+    gate = { backlog: 0, readAt: -Infinity, added: 0, inFlight: 0, reading: null, sweptAt: 0 };
+    _gates.set(kv, gate);
+  }
+  if (performance.now() - gate.readAt >= BACKLOG_CACHE_MS) await _refresh(kv, gate);
+  if (gate.backlog + gate.added >= maxBacklog) return null;
+  const admitted = gate;
+  admitted.added += events;
+  admitted.inFlight += events;
+  return {
+    settle(committed) {
+      admitted.inFlight -= events;
+      if (!committed) admitted.added = Math.max(0, admitted.added - events);
+    },
+  };
+}
+
+function _refresh(kv: Deno.Kv, gate: _Gate): Promise<void> {
+  gate.reading ??= (async () => {
+    const started = performance.now();
+    const addedBefore = gate.added;
+    const inFlight = gate.inFlight;
+    try {
+      const backlog = await readBacklog(kv);
+      // What was admitted before the read is in it, save what was still in flight (counted twice
+      // at worst, which only refuses a little early).
+      gate.backlog = backlog;
+      gate.added = Math.max(0, gate.added - addedBefore + inFlight);
+      gate.readAt = started;
+    } finally {
+      gate.reading = null;
+    }
+    if (started - gate.sweptAt >= UNDELIVERED_SWEEP_MS) {
+      gate.sweptAt = started;
+      // In the background: a failed sweep (the store closing) is retried by the next one.
+      retireUndelivered(kv).then((retired) => {
+        if (retired > 0) gate.readAt = -Infinity;
+      }, () => {});
+    }
+  })();
+  return gate.reading;
+}
+
+/** True for a message this service enqueued. */
+export function isEventsMessage(value: unknown): value is EventsMessage {
+  const m = value as EventsMessage;
+  return typeof m === "object" && m !== null && m.kind === "events" && typeof m.id === "string" &&
+    typeof m.brandId === "string" && typeof m.batch === "object" && Array.isArray(m.batch?.events);
+}
+
+/** Records a message the forwarder will not retry. */
+export async function writeDeadLetter(
+  kv: Deno.Kv,
+  message: EventsMessage,
+  reason: string,
+  failedAt: Date,
+): Promise<void> {
+  await kv.set(deadLetterKey(message.id), {
+    deadLetter: true,
+    message,
+    reason,
+    failedAt: failedAt.toISOString(),
+  });
+}
+
+/** Dead letters, oldest first, optionally of one brand. */
+export async function listDeadLetters(kv: Deno.Kv, brandId?: string): Promise<DeadLetter[]> {
+  const letters: DeadLetter[] = [];
+  for await (const entry of kv.list({ prefix: deadLetterPrefix() })) {
+    const letter = _toDeadLetter(String(entry.key[1]), entry.value);
+    if (letter && (!brandId || letter.message.brandId === brandId)) letters.push(letter);
+  }
+  return letters;
+}
+
+/** One dead letter and its KV entry (for an atomic delete after replay), or null. */
+export async function getDeadLetter(
+  kv: Deno.Kv,
+  id: string,
+): Promise<{ letter: DeadLetter; entry: Deno.KvEntry<unknown> } | null> {
+  const entry = await kv.get(deadLetterKey(id));
+  const letter = entry.versionstamp ? _toDeadLetter(id, entry.value) : null;
+  return letter ? { letter, entry: entry as Deno.KvEntry<unknown> } : null;
+}
+
+function _toDeadLetter(id: string, value: unknown): DeadLetter | null {
+  // KV itself writes the bare message when retries run out; the forwarder writes a wrapper.
+  if (isEventsMessage(value)) {
+    return { id, message: value, reason: "delivery retries exhausted", failedAt: null };
+  }
+  const wrapped = value as {
+    deadLetter?: boolean;
+    message?: unknown;
+    reason?: string;
+    failedAt?: string;
+  };
+  if (wrapped?.deadLetter && isEventsMessage(wrapped.message)) {
+    return {
+      id,
+      message: wrapped.message,
+      reason: wrapped.reason ?? "",
+      failedAt: wrapped.failedAt ?? null,
+    };
+  }
+  return null;
+}
+
+/**
+ * An upper bound of a value's size as Deno KV stores it (V8 serialization), from its JSON text:
+ * structure and Latin-1 text take no more than their JSON, a string with wider characters two
+ * bytes a unit, a number at most 9 bytes, an object or array a few bytes of framing. Measuring
+ * with V8's serializer itself is exact but far slower and churns the allocator under load; the
+ * bound is property-tested against it (tests/lib/ingest/queue_test.ts).
+ */
+export function storedSizeBound(value: unknown, json = JSON.stringify(value)): number {
+  const { wide, numbers, containers } = _scanJson(json);
+  return (wide ? 2 : 1) * json.length + 9 * numbers + 8 * containers + 64;
+}
+
+/**
+ * {@linkcode storedSizeBound} of a JSON object once `member` (`"key":value,`) is inserted after
+ * its `{`, from the bound without it (`bound`, over `jsonLength` units): the member adds at most
+ * two bytes a unit and 9 a number, and a wide character in it could double the rest too.
+ */
+export function storedSizeBoundWith(bound: number, jsonLength: number, member: string): number {
+  const { wide, numbers, containers } = _scanJson(member);
+  return bound + 2 * member.length + 9 * numbers + 8 * containers + (wide ? jsonLength : 0);
+}
+
+const _WIDE = /[^\x20-\xff]/;
+const _DIGIT_RUN = /[0-9]+/g;
+// Below this length a loop over the characters beats the native scans' call overhead.
+const _SHORT_JSON = 64;
+
+// This runs for every event at the edge (and for its id): native scans (a regular expression,
+// indexOf) over an event's text cost half a charCodeAt loop; over a short text, twice as much.
+function _scanJson(json: string): { wide: boolean; numbers: number; containers: number } {
+  if (json.length < _SHORT_JSON) return _scanChars(json);
+  let containers = 0;
+  for (let i = json.indexOf("{"); i >= 0; i = json.indexOf("{", i + 1)) containers++;
+  for (let i = json.indexOf("["); i >= 0; i = json.indexOf("[", i + 1)) containers++;
+  let numbers = 0;
+  _DIGIT_RUN.lastIndex = 0;
+  while (_DIGIT_RUN.test(json)) numbers++;
+  return { wide: _WIDE.test(json), numbers, containers };
+}
+
+function _scanChars(json: string): { wide: boolean; numbers: number; containers: number } {
+  let wide = false;
+  let numbers = 0;
+  let containers = 0;
+  let inDigits = false;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c < 0x20 || c > 0xff) wide = true;
+    const digit = c >= 0x30 && c <= 0x39;
+    if (digit && !inDigits) numbers++;
+    inDigits = digit;
+    if (c === 0x7b || c === 0x5b) containers++;
+  }
+  return { wide, numbers, containers };
+}
+
+/** The outcome of replaying one dead letter. */
+export interface ReplayOutcome {
+  id: string;
+  applied: number;
+  failed: { eventId: string; status: number; error: string }[];
+}
+
+/**
+ * Re-applies a dead letter's events through the engine. When every event applies, the letter is
+ * deleted (only if unchanged meanwhile); otherwise it keeps only the events that failed, with
+ * the new reason. The engine is idempotent, so replaying twice never applies an event twice.
+ *
+ * `events`, when given, replace the letter's (an operator's fix): each must keep the id of one
+ * of the letter's events, so that it is applied at most once; a letter event left out is
+ * dropped.
+ */
+export async function replayDeadLetter(
+  deps: { kv: Deno.Kv; engine: Engine; now: () => Date },
+  id: string,
+  options: { events?: IngestEvent[] } = {},
+): Promise<ReplayOutcome | null> {
+  const found = await getDeadLetter(deps.kv, id);
+  if (!found) return null;
+  const { letter, entry } = found;
+  const events = options.events ?? letter.message.batch.events;
+  if (options.events) _checkReplacement(letter, options.events);
+  const batch = { ...letter.message.batch, events };
+  const results = await deps.engine.applyEvents(batch);
+  const failed = events.flatMap((event, i) => {
+    const result = results[i];
+    return result && !result.ok
+      ? [{ event, eventId: event.id, status: result.status, error: result.error }]
+      : [];
+  });
+  if (failed.length === 0) {
+    await deps.kv.atomic().check(entry).delete(entry.key).commit();
+  } else {
+    await writeDeadLetter(
+      deps.kv,
+      { ...letter.message, batch: { ...batch, events: failed.map((f) => f.event) } },
+      failed.map((f) => `${f.eventId}: ${f.status} ${f.error}`).join("; ").slice(0, 2000),
+      deps.now(),
+    );
+  }
+  return {
+    id,
+    applied: results.filter((r) => r?.ok).length,
+    failed: failed.map(({ eventId, status, error }) => ({ eventId, status, error })),
+  };
+}
+
+// A replacement event with a new id could be applied twice (once per replay): refused.
+function _checkReplacement(letter: DeadLetter, events: IngestEvent[]): void {
+  const known = new Set(letter.message.batch.events.map((event) => event.id));
+  const seen = new Set<string>();
+  for (const event of events) {
+    if (!known.has(event.id)) {
+      throw new Error(`event ${event.id} is not in dead letter ${letter.id}; keep the ids`);
+    }
+    if (seen.has(event.id)) throw new Error(`event ${event.id} is given twice`);
+    seen.add(event.id);
+  }
+}

@@ -1,0 +1,243 @@
+/**
+ * Tenancy: who a request acts for. This group owns brands (this module: records, shop
+ * domains, storefront integrations and the scope they resolve, the brand cache), API keys
+ * (api_keys.ts), Shopify session tokens (session_token.ts) and the encryption of storefront
+ * tokens at rest (token_cipher.ts). See docs/architecture.md.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+import { DomainError } from "../errors.ts";
+import { brandVersionKey } from "../store/kv_keys.ts";
+import type { TokenCipher } from "./token_cipher.ts";
+
+/** The permission that opens commerce, customer and insight routes. */
+export const BETA_COMMERCE = "beta:cdp-commerce";
+
+const _SHOP_DOMAIN = /^[a-z0-9][a-z0-9-]{0,62}\.myshopify\.com$/;
+
+/** Normalizes a shop domain (trim, lower-case) and returns it, or null if not `*.myshopify.com`. */
+export function parseShopDomain(input: string): string | null {
+  const domain = input.trim().toLowerCase();
+  return _SHOP_DOMAIN.test(domain) ? domain : null;
+}
+
+/** What the request pipeline needs to know about a brand. */
+export interface BrandContext {
+  brandId: string;
+  name: string;
+  /** The connected shop domain; null when the brand has no storefront integration. */
+  scope: string | null;
+  beta: boolean;
+  integration: { status: "connected" | "disconnected"; isEnabled: boolean } | null;
+}
+
+/** The operator view printed by `brand set`. */
+export interface BrandView {
+  id: string;
+  name: string;
+  shop: string | null;
+  beta: boolean;
+  integration: "connected" | "disconnected" | null;
+}
+
+/** Loads a brand with its scope, permission and integration state; null if it does not exist. */
+export async function findBrandContext(sql: Sql, brandId: string): Promise<BrandContext | null> {
+  const [row] = await sql<{
+    id: string;
+    name: string;
+    shop_domain: string | null;
+    status: "connected" | "disconnected" | null;
+    is_enabled: boolean | null;
+    beta: boolean;
+  }[]>`
+    select b.id, b.name, i.shop_domain, i.status, i.is_enabled,
+           exists (select 1 from brand_permissions p
+                   where p.brand_id = b.id and p.permission = ${BETA_COMMERCE}) as beta
+    from brands b
+    left join integrations i on i.brand_id = b.id and i.provider = 'shopify'
+    where b.id = ${brandId}`;
+  if (!row) return null;
+  return {
+    brandId: row.id,
+    name: row.name,
+    scope: row.shop_domain,
+    beta: row.beta,
+    integration: row.status ? { status: row.status, isEnabled: row.is_enabled ?? false } : null,
+  };
+}
+
+/**
+ * Marks a brand changed, after the change committed: every process's cached context of it is
+ * dropped on its next request. (Before the commit, a reader could cache the old state under the
+ * new version.)
+ */
+export async function bumpBrandVersion(kv: Deno.Kv, brandId: string): Promise<void> {
+  await kv.set(brandVersionKey(brandId), Date.now());
+}
+
+/** An in-process cache of brand contexts, each valid for one version of the brand. */
+export interface BrandCache {
+  /**
+   * The brand's context: cached when `version` (the versionstamp of its version key, null
+   * when never bumped) is the one it was loaded under and it is younger than the TTL.
+   */
+  get(sql: Sql, brandId: string, version: string | null): Promise<BrandContext | null>;
+}
+
+/**
+ * A brand-context cache for one process. Writers bump the brand's version in KV after they
+ * commit, so a change through the service or the CLI applies to the next request; the TTL bounds
+ * how long a change that bypasses them (SQL by hand) can go unseen.
+ */
+export function createBrandCache(
+  options: { ttlMs: number; now: () => Date; max?: number },
+): BrandCache {
+  const entries = new Map<string, { version: string | null; at: number; context: BrandContext }>();
+  const max = options.max ?? 10_000;
+  return {
+    async get(sql, brandId, version) {
+      const now = options.now().getTime();
+      const hit = entries.get(brandId);
+      if (hit && hit.version === version && now - hit.at < options.ttlMs) return hit.context;
+      const context = await findBrandContext(sql, brandId);
+      entries.delete(brandId);
+      if (context) {
+        // Oldest first in a Map: dropping the first entry keeps the cache bounded.
+        if (entries.size >= max) entries.delete(entries.keys().next().value!);
+        entries.set(brandId, { version, at: now, context });
+      }
+      return context;
+    },
+  };
+}
+
+/** Dependencies of brand provisioning. */
+export interface BrandDeps {
+  sql: Sql;
+  newId: () => string;
+  now: () => Date;
+  cipher: TokenCipher;
+}
+
+/** Creates a brand, optionally connecting its shop and granting the commerce beta. */
+export async function createBrand(
+  deps: BrandDeps,
+  input: { name: string; shop?: string; accessToken?: string; beta?: boolean },
+): Promise<{ id: string; name: string; shop: string | null }> {
+  const name = input.name.trim();
+  if (name.length < 1 || name.length > 200) {
+    throw new DomainError("invalid_input", "name must be 1 to 200 characters");
+  }
+  const shop = input.shop === undefined ? null : parseShopDomain(input.shop);
+  if (input.shop !== undefined && shop === null) {
+    throw new DomainError("invalid_input", `not a *.myshopify.com shop domain: ${input.shop}`);
+  }
+  if (input.accessToken !== undefined && shop === null) {
+    throw new DomainError("invalid_input", "an access token needs a shop");
+  }
+  const ciphertext = input.accessToken === undefined
+    ? null
+    : await deps.cipher.encrypt(input.accessToken);
+  const id = deps.newId();
+  const now = deps.now();
+  await deps.sql.begin(async (tx) => {
+    await tx`insert into brands (id, name, created_at, updated_at)
+             values (${id}, ${name}, ${now}, ${now})`;
+    if (shop) {
+      const [taken] = await tx`select 1 from integrations where shop_domain = ${shop}`;
+      const conflict = () => new DomainError("conflict", `shop ${shop} belongs to another brand`);
+      if (taken) throw conflict();
+      await tx`
+        insert into integrations (id, integration_id, brand_id, shop_domain, status, connected_at,
+                                  access_token_ciphertext, created_at, updated_at)
+        values (${deps.newId()}, ${crypto.randomUUID()}, ${id}, ${shop}, 'connected', ${now},
+                ${ciphertext}, ${now}, ${now})`
+        .catch((err) => {
+          // A concurrent create of the same shop passes the check above and loses on the unique
+          // index instead (every other unique column here is freshly generated).
+          throw (err as { code?: string }).code === "23505" ? conflict() : err;
+        });
+    }
+    if (input.beta) {
+      await tx`insert into brand_permissions (brand_id, permission, granted_at)
+               values (${id}, ${BETA_COMMERCE}, ${now})`;
+    }
+  });
+  return { id, name, shop };
+}
+
+/** Turns the commerce beta on or off and connects or disconnects the storefront integration. */
+export async function setBrand(
+  deps: Pick<BrandDeps, "sql" | "now"> & { kv: Deno.Kv },
+  input: { brandId: string; beta?: boolean; integration?: "connected" | "disconnected" },
+): Promise<BrandView> {
+  const now = deps.now();
+  await deps.sql.begin(async (tx) => {
+    const [brand] = await tx`select id from brands where id = ${input.brandId} for update`;
+    if (!brand) throw new DomainError("not_found", `no brand ${input.brandId}`);
+    if (input.beta === true) {
+      await tx`insert into brand_permissions (brand_id, permission, granted_at)
+               values (${input.brandId}, ${BETA_COMMERCE}, ${now})
+               on conflict do nothing`;
+    } else if (input.beta === false) {
+      await tx`delete from brand_permissions
+               where brand_id = ${input.brandId} and permission = ${BETA_COMMERCE}`;
+    }
+    if (input.integration) {
+      const updated = await tx`
+        update integrations
+        set status = ${input.integration},
+            connected_at = case when ${input.integration} = 'connected' and status <> 'connected'
+                                then ${now}::timestamptz else connected_at end,
+            updated_at = ${now}
+        where brand_id = ${input.brandId} and provider = 'shopify'`;
+      if (updated.count === 0) {
+        throw new DomainError(
+          "invalid_input",
+          "the brand has no storefront integration (create it with --shop)",
+        );
+      }
+    }
+    await tx`update brands set updated_at = ${now} where id = ${input.brandId}`;
+  });
+  await bumpBrandVersion(deps.kv, input.brandId);
+  const context = await findBrandContext(deps.sql, input.brandId);
+  if (!context) throw new DomainError("not_found", `no brand ${input.brandId}`);
+  return {
+    id: context.brandId,
+    name: context.name,
+    shop: context.scope,
+    beta: context.beta,
+    integration: context.integration?.status ?? null,
+  };
+}
+
+/** A shop that may receive storefront pixel events: connected, enabled, with its origins. */
+export interface PixelShop {
+  brandId: string;
+  scope: string;
+  origins: string[];
+}
+
+/** The connected, enabled integration of a shop domain, or null. */
+export async function findPixelShop(sql: Sql, shop: string): Promise<PixelShop | null> {
+  const [row] = await sql<
+    { brand_id: string; shop_domain: string; storefront_origins: string[] }[]
+  >`
+    select brand_id, shop_domain, storefront_origins from integrations
+    where shop_domain = ${shop} and status = 'connected' and is_enabled`;
+  if (!row) return null;
+  return {
+    brandId: row.brand_id,
+    scope: row.shop_domain,
+    origins: [`https://${row.shop_domain}`, ...row.storefront_origins],
+  };
+}
+
+/** The brand whose storefront integration is that shop (whatever its status), or null. */
+export async function findBrandIdByShop(sql: Sql, shop: string): Promise<string | null> {
+  const [row] = await sql<{ brand_id: string }[]>`
+    select brand_id from integrations where shop_domain = ${shop}`;
+  return row?.brand_id ?? null;
+}

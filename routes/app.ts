@@ -1,0 +1,139 @@
+/**
+ * The composition root: `createApp` builds the pipeline over the stores and mounts every route
+ * (docs/architecture.md).
+ *
+ * @module
+ */
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { except } from "hono/combine";
+import { cors } from "hono/cors";
+import { requestId } from "hono/request-id";
+import { commerceRoutes } from "./commerce.ts";
+import { customerRoutes } from "./customers.ts";
+import { eventRoutes } from "./events.ts";
+import { ingestRoutes } from "./ingest.ts";
+import { keyRoutes } from "./keys.ts";
+import { metaRoutes } from "./meta.ts";
+import { productRoutes } from "./products.ts";
+import { profileRoutes } from "./profiles.ts";
+import { queryRoutes } from "./query.ts";
+import { segmentRoutes } from "./segments.ts";
+import { webhookRoutes } from "./webhooks.ts";
+import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import { apiKeyAuth, sessionTokenAuth } from "../lib/http/auth.ts";
+import { bodyLimit } from "../lib/http/body_limit.ts";
+import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
+import { onError, onNotFound } from "../lib/http/errors.ts";
+import { createBrandCache } from "../lib/tenancy/brands.ts";
+import { createGroupCommit } from "../lib/store/kv_group_commit.ts";
+import { routeGuard } from "../lib/http/route_guard.ts";
+import { newRouter } from "../lib/http/openapi.ts";
+import { rateCounterWindow, rateLimit, type RateLimitPolicy } from "../lib/http/rate_limit.ts";
+import { usageMeter } from "../lib/http/usage.ts";
+
+// Routes under /cdp that do not take an API key (session tokens, or no credential at all).
+const _NOT_API_KEY_ROUTES = ["/cdp/ingest", "/cdp/keys", "/cdp/keys/*"];
+// A brand changed by SQL by hand (not through the service or the CLI) is seen within this.
+const _BRAND_CACHE_TTL_MS = 60_000;
+
+/** Builds the HTTP app over the given stores, clock and config. */
+export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
+  const app = newRouter();
+  app.onError(onError);
+  app.notFound(onNotFound);
+  app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    description: "An API key: `Authorization: Bearer svc_...`",
+  });
+  app.openAPIRegistry.registerComponent("securitySchemes", "sessionToken", {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "JWT",
+    description: "A Shopify session token (HS256 JWT from App Bridge) for key management",
+  });
+
+  app.use(requestId({ generator: () => deps.newId() }));
+  app.use(cors({
+    origin: "*",
+    allowHeaders: ["Authorization", "Content-Type", "X-Request-Id"],
+    allowMethods: ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"],
+    exposeHeaders: [
+      "X-Request-Id",
+      "X-Next-Cursor",
+      "Retry-After",
+      "RateLimit-Limit",
+      "RateLimit-Remaining",
+      "RateLimit-Reset",
+    ],
+    maxAge: 600,
+  }));
+  app.use(routeGuard(app));
+  // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
+  app.use(
+    except(
+      ["/cdp/events", "/cdp/ingest"],
+      bodyLimit({ maxBytes: deps.config.maxBodyBytes, timeoutMs: deps.config.bodyReadTimeoutMs }),
+    ),
+  );
+  // The API-wide and query limits see every request: counted with a commutative sum, so hot
+  // keys never retry (docs/architecture.md states the over-admission bound).
+  const apiPolicy: RateLimitPolicy = {
+    name: "api",
+    limit: deps.config.rateLimitPerMinute,
+    windowMs: 60_000,
+    counting: "sum",
+  };
+  // One group commit per KV database: concurrent requests share KV transactions.
+  const kvCommit = createGroupCommit(deps.kv);
+  const queueCommit = deps.queueKv && deps.queueKv !== deps.kv
+    ? createGroupCommit(deps.queueKv)
+    : kvCommit;
+  const metered = [
+    usageMeter<AppEnv>(deps, { commit: kvCommit }),
+    rateLimit({
+      kv: deps.kv,
+      now: deps.now,
+      policy: apiPolicy,
+      subject: (c) => c.get("auth").keyId,
+    }),
+  ];
+  const brands = createBrandCache({ ttlMs: _BRAND_CACHE_TTL_MS, now: deps.now });
+  const apiKeys = apiKeyAuth<AppEnv>(deps, {
+    brands,
+    prefetch: (keyId) => [rateCounterWindow(apiPolicy, keyId, deps.now()).key],
+  });
+  app.use("/cdp/*", except(_NOT_API_KEY_ROUTES, apiKeys, ...metered));
+  // In Hono "/cdp/keys/*" also matches "/cdp/keys" itself.
+  app.use("/cdp/keys/*", sessionTokenAuth<AppEnv>(deps), ...metered);
+  // The query throttle, on top of the API-wide limit.
+  app.use(
+    "/cdp/query/*",
+    rateLimit({
+      kv: deps.kv,
+      now: deps.now,
+      policy: {
+        name: "query",
+        limit: deps.config.queryRateLimitPerMinute,
+        windowMs: 60_000,
+        counting: "sum",
+      },
+      subject: (c) => c.get("auth").keyId,
+    }),
+  );
+
+  app.route("/", eventRoutes(deps, { queueCommit }));
+  app.route("/", ingestRoutes(deps, { queueCommit }));
+  app.route("/", keyRoutes(deps));
+  app.route("/", profileRoutes(deps));
+  // One brand's heavy reads (export, members, query API) take at most half the pool.
+  const heavyReads = createBrandConcurrency(deps.sql.options.max);
+  app.route("/", segmentRoutes(deps, { heavyReads }));
+  app.route("/", queryRoutes(deps, { heavyReads }));
+  app.route("/", commerceRoutes(deps));
+  app.route("/", productRoutes(deps));
+  app.route("/", customerRoutes(deps));
+  app.route("/", webhookRoutes(deps));
+  app.route("/", metaRoutes(deps, app));
+  return app;
+}

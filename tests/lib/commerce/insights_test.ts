@@ -1,0 +1,219 @@
+import assert from "node:assert/strict";
+import { monotonicFactory } from "ulid";
+import { createBrand } from "../../../lib/tenancy/brands.ts";
+import { importNdjson } from "../../../lib/commerce/import.ts";
+import {
+  atRiskCustomers,
+  brandLtv,
+  brandRfm,
+  customerInsights,
+  RFM_TIER_MAP,
+  RFM_TIERS,
+  rfmTier,
+} from "../../../lib/commerce/insights.ts";
+import { orderImport } from "../../../lib/commerce/orders.ts";
+import type { Sql } from "../../../lib/store/db.ts";
+import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
+import { freshDatabase, testClock } from "../../test_support.ts";
+
+const newId = monotonicFactory();
+const DAY = 86_400_000;
+const D0 = Date.parse("2026-10-01T00:00:00Z");
+
+/** Reads at `now` with no staleness: every read sees the writes before it. */
+const at = (now: Date) => ({ now, maxStalenessSeconds: 0 });
+
+let _orderCounter = 0;
+
+/** An order line of `email`, `days` after D0. */
+function order(email: string, total: string, days: number, state = "complete") {
+  const id = String(++_orderCounter);
+  return {
+    external_id: id,
+    number: `#${id}`,
+    state,
+    billing_status: state === "complete" ? "complete" : "billable",
+    total,
+    currency_code: "USD",
+    created_at: new Date(D0 + days * DAY).toISOString(),
+    customer: { email },
+    line_items: [{ title: "Tee", quantity: 1, price: total, product_id: "P1" }],
+  };
+}
+
+async function withBrand(fn: (sql: Sql, brandId: string) => Promise<void>) {
+  const db = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const brand = await createBrand(
+      { sql: db.sql, newId, now: testClock().now, cipher: await openTokenCipher(kv, undefined) },
+      { name: "B", shop: "b.myshopify.com", beta: true },
+    );
+    await fn(db.sql, brand.id);
+  } finally {
+    kv.close();
+    await db.close();
+  }
+}
+
+async function importOrders(sql: Sql, brandId: string, lines: unknown[]) {
+  const bytes = new TextEncoder().encode(lines.map((l) => JSON.stringify(l)).join("\n"));
+  const result = await importNdjson(
+    sql,
+    new Blob([bytes]).stream(),
+    orderImport({ brandId, newId, now: new Date(D0) }),
+  );
+  assert.deepEqual(result.rejected, []);
+}
+
+async function contactOf(sql: Sql, brandId: string, email: string): Promise<string> {
+  const [row] = await sql<{ id: string }[]>`
+    select id from contacts where brand_id = ${brandId} and email = ${email}`;
+  return row!.id;
+}
+
+Deno.test("rfmTier: FM is (F + M) / 2 rounded half up; every score triple has a tier", () => {
+  assert.equal(rfmTier(5, 1, 1), "new");
+  assert.equal(rfmTier(5, 5, 5), "champions");
+  assert.equal(rfmTier(1, 1, 1), "dormant");
+  // (4 + 5) / 2 = 4.5 rounds to 5; (2 + 3) / 2 = 2.5 rounds to 3.
+  assert.equal(rfmTier(1, 4, 5), "previously_loyal");
+  assert.equal(rfmTier(2, 2, 3), "at_risk");
+  assert.equal(rfmTier(3, 1, 2), "needs_attention");
+  for (let r = 1; r <= 5; r++) {
+    assert.equal(RFM_TIER_MAP[r]!.length, 5);
+    for (let f = 1; f <= 5; f++) {
+      for (let m = 1; m <= 5; m++) {
+        assert.ok(RFM_TIERS.includes(rfmTier(r, f, m)), `${r}${f}${m}`);
+      }
+    }
+  }
+});
+
+Deno.test("brandLtv: buckets include their minimum, exclude their maximum; only completed orders count", async () => {
+  await withBrand(async (sql, brandId) => {
+    await importOrders(sql, brandId, [
+      order("a@example.com", "99.99", 1),
+      order("b@example.com", "100.00", 2),
+      order("c@example.com", "249.99", 3),
+      order("c@example.com", "0.01", 4),
+      order("d@example.com", "999.99", 5),
+      order("e@example.com", "1000.00", 6),
+      order("f@example.com", "5000.00", 7, "pending"),
+    ]);
+    const ltv = await brandLtv(sql, brandId, at(new Date(D0 + 10 * DAY)));
+    assert.equal(ltv.customer_count, 5);
+    assert.equal(ltv.total_revenue, "2449.98");
+    assert.equal(ltv.average_ltv, "490.00");
+    assert.equal(ltv.currency_code, "USD");
+    assert.deepEqual(
+      ltv.distribution.map((b) => [b.label, b.customer_count]),
+      [["0-100", 1], ["100-250", 1], ["250-500", 1], ["500-1000", 1], ["1000+", 1]],
+    );
+  });
+});
+
+Deno.test("brandLtv: a brand without orders is all zeros", async () => {
+  await withBrand(async (sql, brandId) => {
+    const ltv = await brandLtv(sql, brandId, at(new Date(D0)));
+    assert.equal(ltv.customer_count, 0);
+    assert.equal(ltv.total_revenue, "0.00");
+    assert.equal(ltv.average_ltv, "0.00");
+    assert.ok(ltv.distribution.every((b) => b.customer_count === 0));
+  });
+});
+
+Deno.test("RFM: scores are quintiles of the brand's customers, ties share a score", async () => {
+  await withBrand(async (sql, brandId) => {
+    // Customer k orders once, on day k, for k * 10: R = M = k; one order each, so F ties at 5.
+    await importOrders(
+      sql,
+      brandId,
+      [1, 2, 3, 4, 5].map((k) => order(`c${k}@example.com`, `${k * 10}.00`, k)),
+    );
+    const now = new Date(D0 + 10 * DAY);
+    const rfm = await brandRfm(sql, brandId, at(now));
+    assert.equal(rfm.customer_count, 5);
+    assert.deepEqual(rfm.scores.recency, { 1: 1, 2: 1, 3: 1, 4: 1, 5: 1 });
+    assert.deepEqual(rfm.scores.frequency, { 1: 0, 2: 0, 3: 0, 4: 0, 5: 5 });
+    assert.deepEqual(rfm.scores.monetary, { 1: 1, 2: 1, 3: 1, 4: 1, 5: 1 });
+    // (R, FM): (1, 3) dormant, (2, 4) at_risk, (3, 4) loyal, (4, 5) and (5, 5) champions.
+    assert.deepEqual(
+      Object.entries(rfm.tiers).filter(([, n]) => n > 0).sort(),
+      [["at_risk", 1], ["champions", 2], ["dormant", 1], ["loyal", 1]],
+    );
+    const one = await customerInsights(
+      sql,
+      brandId,
+      await contactOf(sql, brandId, "c2@example.com"),
+      at(now),
+    );
+    assert.deepEqual(
+      [one.rfm?.recency_score, one.rfm?.frequency_score, one.rfm?.monetary_score, one.rfm?.tier],
+      [2, 5, 2, "at_risk"],
+    );
+  });
+});
+
+Deno.test("churn: at risk past twice the customer's median gap, else the brand's", async () => {
+  await withBrand(async (sql, brandId) => {
+    // A orders every 10 days (days 0, 10, 20); B once (day 0): the brand's median gap is 10.
+    await importOrders(sql, brandId, [
+      order("a@example.com", "10.00", 0),
+      order("a@example.com", "10.00", 10),
+      order("a@example.com", "10.00", 20),
+      order("b@example.com", "50.00", 0),
+    ]);
+    const a = await contactOf(sql, brandId, "a@example.com");
+    const b = await contactOf(sql, brandId, "b@example.com");
+
+    const later = at(new Date(D0 + 45 * DAY));
+    assert.deepEqual((await customerInsights(sql, brandId, a, later)).churn, {
+      days_since_last_order: 25,
+      median_inter_order_days: 10,
+      brand_median_inter_order_days: 10,
+      at_risk_score: 1.25,
+      at_risk: true,
+    });
+    assert.deepEqual((await customerInsights(sql, brandId, b, later)).churn, {
+      days_since_last_order: 45,
+      median_inter_order_days: null,
+      brand_median_inter_order_days: 10,
+      at_risk_score: 2.25,
+      at_risk: true,
+    });
+
+    const sooner = at(new Date(D0 + 35 * DAY));
+    const churnA = (await customerInsights(sql, brandId, a, sooner)).churn!;
+    assert.equal(churnA.at_risk_score, 0.75);
+    assert.equal(churnA.at_risk, false);
+    const risky = await atRiskCustomers(sql, brandId, { limit: 10, offset: 0 }, sooner);
+    assert.deepEqual(risky.list.map((r) => [r.email, r.ltv, r.at_risk_score]), [
+      ["b@example.com", "50.00", 1.75],
+    ]);
+    // At day 45 both are at risk, the more valuable first.
+    const both = await atRiskCustomers(sql, brandId, { limit: 10, offset: 0 }, later);
+    assert.deepEqual(both.list.map((r) => r.email), ["b@example.com", "a@example.com"]);
+  });
+});
+
+Deno.test("customerInsights: no contact, or no completed order, is zeros and nulls", async () => {
+  await withBrand(async (sql, brandId) => {
+    await importOrders(sql, brandId, [order("p@example.com", "20.00", 1, "pending")]);
+    const empty = {
+      ltv: "0.00",
+      order_count: 0,
+      aov: "0.00",
+      first_order_at: null,
+      last_order_at: null,
+      currency_code: null,
+      rfm: null,
+      top_products: [],
+      churn: null,
+    };
+    const now = at(new Date(D0 + 5 * DAY));
+    assert.deepEqual(await customerInsights(sql, brandId, null, now), empty);
+    const pending = await contactOf(sql, brandId, "p@example.com");
+    assert.deepEqual(await customerInsights(sql, brandId, pending, now), empty);
+  });
+});

@@ -1,0 +1,375 @@
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import type { Sql } from "../../../lib/store/db.ts";
+import { migrate, type Migration, MIGRATIONS } from "../../../lib/store/migrations.ts";
+import { DATABASE_URL, eventually, freshDatabase } from "../../test_support.ts";
+
+const PROBE: Migration = {
+  version: 9999,
+  name: "test_probe",
+  sql: `
+    create table migration_probe (id integer primary key);
+    insert into migration_probe (id) values (1);
+  `,
+};
+
+async function appliedVersions(sql: Sql): Promise<number[]> {
+  const rows = await sql<{ version: number }[]>`
+    select version from schema_migrations order by version`;
+  return rows.map((row) => row.version);
+}
+
+Deno.test("migrate: a fresh test database is already migrated; migrating again is a no-op", async () => {
+  const database = await freshDatabase();
+  try {
+    assert.deepEqual(await appliedVersions(database.sql), MIGRATIONS.map((m) => m.version));
+    assert.deepEqual(await migrate(database.sql), []);
+    assert.deepEqual(await migrate(database.sql), []);
+    assert.deepEqual(await appliedVersions(database.sql), MIGRATIONS.map((m) => m.version));
+    const [row] = await database.sql`select name from schema_migrations where version = 1`;
+    assert.equal(row?.name, "tenancy");
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test("migrate: versions are strictly increasing and unique", () => {
+  const versions = MIGRATIONS.map((m) => m.version);
+  assert.ok(versions.length > 0);
+  versions.forEach((v, i) => {
+    assert.ok(Number.isInteger(v) && v > 0);
+    if (i > 0) assert.ok(v > versions[i - 1]!, `${v} after ${versions[i - 1]}`);
+  });
+});
+
+Deno.test("migrate: an appended migration is applied once, then skipped", async () => {
+  const database = await freshDatabase();
+  try {
+    assert.deepEqual(await migrate(database.sql, [...MIGRATIONS, PROBE]), [9999]);
+    assert.deepEqual(await migrate(database.sql, [...MIGRATIONS, PROBE]), []);
+    const rows = await database.sql`select id from migration_probe`;
+    assert.equal(rows.length, 1);
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test("migrate: two connections migrating at once apply the new migration exactly once", async () => {
+  const database = await freshDatabase();
+  // On a server, a second client stands in for a second process; on PGlite, a second pooled
+  // connection to the same socket server.
+  const other = database.url
+    ? postgres(database.url, { onnotice: () => {}, max: 1 })
+    : database.sql;
+  try {
+    const list = [...MIGRATIONS, PROBE];
+    const [a, b] = await Promise.all([migrate(database.sql, list), migrate(other, list)]);
+    assert.deepEqual([...a, ...b], [9999]);
+    const [row] = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from schema_migrations where version = 9999`;
+    assert.equal(row?.n, 1);
+    assert.equal((await database.sql`select id from migration_probe`).length, 1);
+  } finally {
+    if (other !== database.sql) await other.end({ timeout: 5 });
+    await database.close();
+  }
+});
+
+Deno.test("migrate: a failing migration rolls back the whole run", async () => {
+  const database = await freshDatabase();
+  try {
+    const good: Migration = { version: 9998, name: "good", sql: "create table probe_good (x int)" };
+    const bad: Migration = { version: 9999, name: "bad", sql: "create table probe_bad (x nope)" };
+    await assert.rejects(migrate(database.sql, [...MIGRATIONS, good, bad]));
+    assert.deepEqual(await appliedVersions(database.sql), MIGRATIONS.map((m) => m.version));
+    const [row] = await database.sql`select to_regclass('probe_good') as t`;
+    assert.equal(row?.t, null);
+    // The database is still usable and the good migration applies on its own.
+    assert.deepEqual(await migrate(database.sql, [...MIGRATIONS, good]), [9998]);
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test("migrate: version 11 moves each order's line items onto its row, in position order", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    // The shape before version 11 (version 6's table), with items stored the old way.
+    await sql`alter table orders drop column line_items`;
+    await sql`
+      create table order_line_items (
+        order_id text not null references orders (id) on delete cascade,
+        position integer not null,
+        title text not null,
+        quantity integer not null,
+        price numeric(20, 2) not null,
+        sku text,
+        product_id text,
+        variant_id text,
+        variant_title text,
+        primary key (order_id, position)
+      )`;
+    await sql`insert into brands (id, name) values ('brand_m', 'm')`;
+    await sql`
+      insert into orders (id, brand_id, external_id, number, state, billing_status, total,
+                          currency_code, created_at, synced_at)
+      values ('ord_1', 'brand_m', '1', '#1', 'complete', 'complete', 40.5, 'USD', now(), now()),
+             ('ord_2', 'brand_m', '2', '#2', 'complete', 'complete', 0, 'USD', now(), now())`;
+    await sql`
+      insert into order_line_items (order_id, position, title, quantity, price, sku, product_id)
+      values ('ord_1', 1, 'Cap', 1, 10.5, null, null),
+             ('ord_1', 0, 'Tee', 2, 15, 'TEE-M', '632910392')`;
+    await sql`delete from schema_migrations where version = 11`;
+
+    assert.deepEqual(await migrate(sql), [11]);
+
+    const rows = await sql`select id, line_items from orders order by id`;
+    assert.deepEqual(rows.map((row) => [row.id, row.line_items]), [
+      ["ord_1", [
+        {
+          title: "Tee",
+          quantity: 2,
+          price: "15.00",
+          sku: "TEE-M",
+          product_id: "632910392",
+          variant_id: null,
+          variant_title: null,
+        },
+        {
+          title: "Cap",
+          quantity: 1,
+          price: "10.50",
+          sku: null,
+          product_id: null,
+          variant_id: null,
+          variant_title: null,
+        },
+      ]],
+      ["ord_2", []],
+    ]);
+    const [table] = await sql`select to_regclass('order_line_items') as name`;
+    assert.equal(table!.name, null);
+  } finally {
+    await database.close();
+  }
+});
+
+/** Brands a and b with one contact each (ca, cb). */
+async function seedReferences(sql: Sql): Promise<void> {
+  await sql`insert into brands (id, name) values ('a', 'a'), ('b', 'b')`;
+  await sql`
+    insert into contacts (id, brand_id, created_at, updated_at)
+    values ('ca', 'a', now(), now()), ('cb', 'b', now(), now())`;
+}
+
+/** Inserts orders given as [id, brand, contact], in one statement. */
+async function insertOrders(sql: Sql, rows: [string, string, string | null][]): Promise<void> {
+  const json = rows.map(([id, brand_id, contact_id]) => ({ id, brand_id, contact_id }));
+  await sql`
+    insert into orders (id, brand_id, external_id, number, state, billing_status, total,
+                        currency_code, contact_id, created_at, synced_at)
+    select r.id, r.brand_id, r.id, '#1', 'complete', 'complete', 1, 'USD', r.contact_id, now(),
+           now()
+    from jsonb_to_recordset(${sql.json(json as never)}::jsonb)
+      as r(id text, brand_id text, contact_id text)`;
+}
+
+async function contactOf(sql: Sql, orderId: string): Promise<string | null | undefined> {
+  const [row] = await sql<{ contact_id: string | null }[]>`
+    select contact_id from orders where id = ${orderId}`;
+  return row?.contact_id;
+}
+
+const isForeignKeyViolation = (err: unknown) => (err as { code?: string }).code === "23503";
+
+Deno.test("migrate: version 13 checks orders' brand and contact per statement, as the foreign keys did", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    await seedReferences(sql);
+    await insertOrders(sql, [["o1", "a", "ca"], ["o2", "a", null]]);
+    // A missing brand, a missing contact, another brand's contact: the whole statement fails.
+    await assert.rejects(insertOrders(sql, [["o3", "nope", null]]), isForeignKeyViolation);
+    await assert.rejects(
+      insertOrders(sql, [["o4", "a", "ca"], ["o5", "a", "missing"]]),
+      isForeignKeyViolation,
+    );
+    await assert.rejects(insertOrders(sql, [["o6", "a", "cb"]]), isForeignKeyViolation);
+    await assert.rejects(
+      sql`update orders set contact_id = 'cb' where id = 'o2'`,
+      isForeignKeyViolation,
+    );
+    await assert.rejects(
+      sql`update orders set brand_id = 'b' where id = 'o2'`,
+      isForeignKeyViolation,
+    );
+    const ids = await sql<{ id: string }[]>`select id from orders order by id`;
+    assert.deepEqual(ids.map((row) => row.id), ["o1", "o2"]);
+
+    // Deleting a contact unlinks its orders (on delete set null) ...
+    await sql`update orders set contact_id = 'ca' where id = 'o2'`;
+    await sql`delete from contacts where id = 'ca'`;
+    assert.equal(await contactOf(sql, "o1"), null);
+    assert.equal(await contactOf(sql, "o2"), null);
+    // ... and deleting a brand deletes its orders (on delete cascade).
+    await insertOrders(sql, [["o7", "b", "cb"]]);
+    await sql`delete from brands where id = 'a'`;
+    const left = await sql<{ id: string }[]>`select id from orders order by id`;
+    assert.deepEqual(left.map((row) => row.id), ["o7"]);
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test("migrate: version 15 checks contacts' brand per statement, as the foreign key did", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    await seedReferences(sql);
+    const insertContacts = (rows: [string, string][]) =>
+      sql`
+        insert into contacts (id, brand_id, created_at, updated_at)
+        select r.id, r.brand_id, now(), now()
+        from jsonb_to_recordset(${sql.json(rows.map(([id, brand_id]) => ({ id, brand_id })))})
+          as r(id text, brand_id text)`;
+    await insertContacts([["ca2", "a"], ["cb2", "b"]]);
+    // A missing brand fails the whole statement; a contact cannot move to another brand.
+    await assert.rejects(insertContacts([["ok", "a"], ["bad", "nope"]]), isForeignKeyViolation);
+    await assert.rejects(
+      sql`update contacts set brand_id = 'b' where id = 'ca'`,
+      isForeignKeyViolation,
+    );
+    await sql`update contacts set email = 'ann@example.com' where id = 'ca'`;
+    const ids = await sql<{ id: string }[]>`select id from contacts order by id`;
+    assert.deepEqual(ids.map((row) => row.id), ["ca", "ca2", "cb", "cb2"]);
+    // Deleting a brand deletes its contacts (on delete cascade), and its orders first.
+    await insertOrders(sql, [["o1", "a", "ca"], ["o2", "b", "cb"]]);
+    await sql`delete from brands where id = 'a'`;
+    const left = await sql<{ id: string }[]>`
+      select id from contacts union all select id from orders order by id`;
+    assert.deepEqual(left.map((row) => row.id), ["cb", "cb2", "o2"]);
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test({
+  name: "migrate: version 15, a brand being deleted waits for contacts being written to it",
+  ignore: !DATABASE_URL,
+  async fn() {
+    const database = await freshDatabase();
+    const sql = database.sql;
+    try {
+      await seedReferences(sql);
+      // The contact's statement locks the brand for key share; the delete waits, then removes
+      // the committed contact with its brand.
+      const { outcome } = await interleave(
+        sql,
+        (tx) =>
+          tx`insert into contacts (id, brand_id, created_at, updated_at)
+                   values ('late', 'a', now(), now())`,
+        () => sql`delete from brands where id = 'a'`,
+      );
+      await outcome;
+      const left = await sql<{ id: string }[]>`select id from contacts order by id`;
+      assert.deepEqual(left.map((row) => row.id), ["cb"]);
+    } finally {
+      await database.close();
+    }
+  },
+});
+
+/** Waits until `statement` waits for a lock, or (were nothing to hold it) settles. */
+async function blockedOrSettled(sql: Sql, statement: Promise<unknown>): Promise<void> {
+  let settled = false;
+  statement.then(() => (settled = true), () => (settled = true));
+  await eventually(async () => {
+    if (settled) return true;
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_locks where not granted`;
+    return row!.n > 0;
+  });
+}
+
+/**
+ * Runs `first` in a transaction held open while `second` starts on another connection, commits
+ * it once `second` waits for a lock (or, were nothing to hold it, has settled), and returns
+ * `second`'s outcome, settled.
+ */
+async function interleave(
+  sql: Sql,
+  first: (tx: Sql) => Promise<unknown>,
+  second: () => Promise<unknown>,
+): Promise<{ outcome: Promise<unknown> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let ran!: () => void;
+  const started = new Promise<void>((resolve) => (ran = resolve));
+  const held = sql.begin(async (tx) => {
+    await first(tx as unknown as Sql);
+    ran();
+    await released;
+  });
+  let outcome: Promise<unknown> | undefined;
+  try {
+    await Promise.race([started, held]);
+    outcome = second();
+    await blockedOrSettled(sql, outcome);
+    release();
+    await held;
+    await Promise.allSettled([outcome]);
+    return { outcome };
+  } finally {
+    release();
+    await Promise.allSettled([held, outcome]);
+  }
+}
+
+Deno.test(
+  "migrate: version 13, a contact deleted while an order naming it is written is unlinked from it",
+  {
+    // Two transactions at once: PGlite runs one session.
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    const database = await freshDatabase();
+    const sql = database.sql;
+    try {
+      await seedReferences(sql);
+      // The delete waits for the order's transaction, then unlinks the order it did not see.
+      const { outcome } = await interleave(
+        sql,
+        (tx) => insertOrders(tx, [["o1", "a", "ca"]]),
+        async () => await sql`delete from contacts where id = 'ca'`,
+      );
+      await outcome;
+      assert.equal(await contactOf(sql, "o1"), null);
+    } finally {
+      await database.close();
+    }
+  },
+);
+
+Deno.test(
+  "migrate: version 13, an order naming a contact being deleted fails once the delete commits",
+  {
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    const database = await freshDatabase();
+    const sql = database.sql;
+    try {
+      await seedReferences(sql);
+      const { outcome } = await interleave(
+        sql,
+        (tx) => tx`delete from contacts where id = 'ca'`,
+        () => insertOrders(sql, [["o1", "a", "ca"]]),
+      );
+      await assert.rejects(outcome, isForeignKeyViolation);
+      assert.equal(await contactOf(sql, "o1"), undefined);
+    } finally {
+      await database.close();
+    }
+  },
+);
