@@ -6,9 +6,8 @@
  * @module
  */
 import { uuidV7 } from "../ids.ts";
-import type { Tx } from "../store/db.ts";
+import { jsonParam, type Tx } from "../store/db.ts";
 import type { CustomerLine } from "./order_lines.ts";
-import { jsonRows } from "./sql_json.ts";
 
 /** A normalized email: trimmed and lower-cased; null when it is not an address. */
 export function normalizeEmail(input: string | null | undefined): string | null {
@@ -198,7 +197,7 @@ export async function upsertContacts(
                             created_at, updated_at)
       select x.id, ${input.brandId}, x.shopify_customer_id, x.email, x.phone, x.first_name,
              x.last_name, ${input.now}, ${input.now}
-      from jsonb_to_recordset(${jsonRows(tx, created)}::jsonb) as x(
+      from jsonb_to_recordset(${jsonParam(tx, created)}::jsonb) as x(
         id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)`;
   }
   // A contact created by this batch is inserted with its final fields.
@@ -208,7 +207,7 @@ export async function upsertContacts(
       update contacts c set shopify_customer_id = x.shopify_customer_id, email = x.email,
              phone = x.phone, first_name = x.first_name, last_name = x.last_name,
              updated_at = ${input.now}
-      from jsonb_to_recordset(${jsonRows(tx, updates)}::jsonb) as x(
+      from jsonb_to_recordset(${jsonParam(tx, updates)}::jsonb) as x(
         id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)
       where c.id = x.id`;
   }

@@ -11,11 +11,10 @@
  *
  * @module
  */
-import { copyField, copyIn, type Sql, type Tx } from "../store/db.ts";
+import { copyField, copyIn, jsonParam, type Sql, type Tx } from "../store/db.ts";
 import type { ImportSteps } from "./import.ts";
 import { lastPerExternalId, lineImport, type LineWriting, upsertLines } from "./line_writes.ts";
 import { money, type OrderLine, OrderLineSchema, parseOrderLineFast } from "./order_lines.ts";
-import { jsonRows } from "./sql_json.ts";
 import { markInsightsChanged } from "./summaries.ts";
 
 /** A line item as stored on its order: every field present, the price as exact 2-decimal text. */
@@ -185,7 +184,7 @@ export async function writeOrders(
       select x.id, ${input.brandId}, x.external_id, x.number, x.state, x.billing_status, x.total,
              x.currency_code, x.contact_id, x.created_at, x.processed_at, x.updated_at,
              x.recovered_at, ${input.now}, x.line_items
-      from jsonb_to_recordset(${jsonRows(tx, inserts)}::jsonb) as x(
+      from jsonb_to_recordset(${jsonParam(tx, inserts)}::jsonb) as x(
         id text, external_id text, number text, state text, billing_status text, total numeric,
         currency_code text, contact_id text, created_at timestamptz, processed_at timestamptz,
         updated_at timestamptz, recovered_at timestamptz, line_items jsonb)`;
@@ -197,7 +196,7 @@ export async function writeOrders(
         currency_code = x.currency_code, contact_id = x.contact_id, created_at = x.created_at,
         processed_at = x.processed_at, updated_at = x.updated_at, recovered_at = x.recovered_at,
         line_items = x.line_items, synced_at = ${input.now}
-      from jsonb_to_recordset(${jsonRows(tx, updates)}::jsonb) as x(
+      from jsonb_to_recordset(${jsonParam(tx, updates)}::jsonb) as x(
         id text, number text, state text, billing_status text, total numeric, currency_code text,
         contact_id text, created_at timestamptz, processed_at timestamptz,
         updated_at timestamptz, recovered_at timestamptz, line_items jsonb)

@@ -4,11 +4,10 @@
  *
  * @module
  */
-import type { Tx } from "../store/db.ts";
+import { jsonParam, type Tx } from "../store/db.ts";
 import type { ImportSteps } from "./import.ts";
 import { lastPerExternalId, lineImport, type LineWriting, upsertLines } from "./line_writes.ts";
 import { type SubscriptionLine, SubscriptionLineSchema } from "./order_lines.ts";
-import { jsonRows } from "./sql_json.ts";
 
 /**
  * Stores subscription lines set-based, each replacing the contract with the same external id,
@@ -39,7 +38,7 @@ export async function writeSubscriptions(
                                created_at, updated_at)
     select x.id, ${input.brandId}, x.external_id, x.status, x.next_billing_date, x.contact_id,
            ${input.now}, ${input.now}
-    from jsonb_to_recordset(${jsonRows(tx, rows)}::jsonb) as x(
+    from jsonb_to_recordset(${jsonParam(tx, rows)}::jsonb) as x(
       id text, external_id text, status text, next_billing_date timestamptz, contact_id text)
     on conflict (brand_id, external_id) do update set
       status = excluded.status, next_billing_date = excluded.next_billing_date,

@@ -4,9 +4,8 @@
  *
  * @module
  */
-import { databaseFailure, type Sql, type Tx } from "../store/db.ts";
+import { databaseFailure, jsonParam, type Sql, type Tx } from "../store/db.ts";
 import { type ApplyResult, checkEvent, type EventBatch } from "./engine.ts";
-import { jsonParam } from "./sql_json.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 
 interface _EventRow {

@@ -114,6 +114,16 @@ const _LOST = new Set([
   "57P02",
 ]);
 
+/**
+ * `value` as one JSON parameter of a statement (`jsonb_to_recordset(...)`, `::jsonb`): dates go as
+ * their ISO text, as `JSON.stringify` writes them. postgres.js types `json()` for JSON values only,
+ * which typed rows (interfaces without an index signature, Date fields) do not satisfy, so the one
+ * cast lives here.
+ */
+export function jsonParam(sql: Sql | Tx, value: unknown): ReturnType<Sql["json"]> {
+  return sql.json(value as never);
+}
+
 /** An open database: the `sql` tag plus how to close whatever was opened for it. */
 export interface Database {
   sql: Sql;
