@@ -154,50 +154,46 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
   const run = <T>(brandId: string, fn: (sql: AppDeps["sql"]) => Promise<T>) =>
     heavyReads.run(brandId, () => withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn));
 
+  // What every query shares: the item type, the caller's condition prepared for the scope, now.
+  const question = (scope: string, itemType: string, condition: unknown) => {
+    const type = _itemType(itemType);
+    return {
+      itemType: type,
+      scope,
+      condition: queryCondition(condition, type, scope),
+      now: deps.now(),
+    };
+  };
+
   return newRouter()
     .openapi(count, async (c) => {
-      const scope = requireScope(c);
-      const itemType = _itemType(c.req.valid("param").itemType);
-      const condition = queryCondition(c.req.valid("json")?.condition, itemType, scope);
-      const n = await run(
-        c.get("auth").brandId,
-        (sql) => countItems(sql, { itemType, scope, condition, now: deps.now() }),
+      const q = question(
+        requireScope(c),
+        c.req.valid("param").itemType,
+        c.req.valid("json")?.condition,
       );
-      return c.json({ itemType, count: n, scope }, 200);
+      const n = await run(c.get("auth").brandId, (sql) => countItems(sql, q));
+      return c.json({ itemType: q.itemType, count: n, scope: q.scope }, 200);
     })
     .openapi(metricsRoute, async (c) => {
-      const scope = requireScope(c);
-      const { itemType: rawType, property } = c.req.valid("param");
-      const itemType = _itemType(rawType);
+      const { itemType, property } = c.req.valid("param");
       const input = c.req.valid("json");
-      const condition = queryCondition(input.condition, itemType, scope);
-      const result = await run(c.get("auth").brandId, (sql) =>
-        metrics(sql, {
-          itemType,
-          scope,
-          property,
-          metrics: input.metrics,
-          condition,
-          now: deps.now(),
-        }));
-      return c.json({ itemType, property, metrics: result, scope }, 200);
+      const q = question(requireScope(c), itemType, input.condition);
+      const result = await run(
+        c.get("auth").brandId,
+        (sql) => metrics(sql, { ...q, property, metrics: input.metrics }),
+      );
+      return c.json({ itemType: q.itemType, property, metrics: result, scope: q.scope }, 200);
     })
     .openapi(aggregateRoute, async (c) => {
-      const scope = requireScope(c);
-      const { itemType: rawType, property } = c.req.valid("param");
-      const itemType = _itemType(rawType);
+      const { itemType, property } = c.req.valid("param");
       const input = c.req.valid("json");
-      const condition = queryCondition(input.condition, itemType, scope);
-      const results = await run(c.get("auth").brandId, (sql) =>
-        aggregate(sql, {
-          itemType,
-          scope,
-          property,
-          aggregate: input.aggregate,
-          condition,
-          now: deps.now(),
-        }));
-      return c.json({ itemType, property, results, scope }, 200);
+      const q = question(requireScope(c), itemType, input.condition);
+      const results = await run(
+        c.get("auth").brandId,
+        (sql) => aggregate(sql, { ...q, property, aggregate: input.aggregate }),
+      );
+      return c.json({ itemType: q.itemType, property, results, scope: q.scope }, 200);
     });
 }
 
