@@ -291,3 +291,26 @@ export function recordQueue(kv: Deno.Kv): { seen: EventsMessage[]; listening: Pr
   const listening = kv.listenQueue((message) => void seen.push(message as EventsMessage));
   return { seen, listening };
 }
+
+/** Runs `fn` over a fresh database holding one brand (shop `b.myshopify.com`, beta on). */
+export async function withBrandDatabase(
+  fn: (sql: Sql, brandId: string) => Promise<void>,
+): Promise<void> {
+  const db = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const brand = await createBrand(
+      {
+        sql: db.sql,
+        newId: monotonicFactory(),
+        now: testClock().now,
+        cipher: await openTokenCipher(kv, undefined),
+      },
+      { name: "B", shop: "b.myshopify.com", beta: true },
+    );
+    await fn(db.sql, brand.id);
+  } finally {
+    kv.close();
+    await db.close();
+  }
+}

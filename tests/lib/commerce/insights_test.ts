@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { importNdjson } from "../../../lib/commerce/import.ts";
 import {
   atRiskCustomers,
@@ -13,8 +12,7 @@ import {
 } from "../../../lib/commerce/insights.ts";
 import { orderImport } from "../../../lib/commerce/orders.ts";
 import type { Sql } from "../../../lib/store/db.ts";
-import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
-import { freshDatabase, testClock } from "../../test_support.ts";
+import { withBrandDatabase } from "../../test_support.ts";
 
 const newId = monotonicFactory();
 const DAY = 86_400_000;
@@ -39,21 +37,6 @@ function order(email: string, total: string, days: number, state = "complete") {
     customer: { email },
     line_items: [{ title: "Tee", quantity: 1, price: total, product_id: "P1" }],
   };
-}
-
-async function withBrand(fn: (sql: Sql, brandId: string) => Promise<void>) {
-  const db = await freshDatabase();
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const brand = await createBrand(
-      { sql: db.sql, newId, now: testClock().now, cipher: await openTokenCipher(kv, undefined) },
-      { name: "B", shop: "b.myshopify.com", beta: true },
-    );
-    await fn(db.sql, brand.id);
-  } finally {
-    kv.close();
-    await db.close();
-  }
 }
 
 async function importOrders(sql: Sql, brandId: string, lines: unknown[]) {
@@ -91,7 +74,7 @@ Deno.test("rfmTier: FM is (F + M) / 2 rounded half up; every score triple has a 
 });
 
 Deno.test("brandLtv: buckets include their minimum, exclude their maximum; only completed orders count", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     await importOrders(sql, brandId, [
       order("a@example.com", "99.99", 1),
       order("b@example.com", "100.00", 2),
@@ -114,7 +97,7 @@ Deno.test("brandLtv: buckets include their minimum, exclude their maximum; only 
 });
 
 Deno.test("brandLtv: a brand without orders is all zeros", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     const ltv = await brandLtv(sql, brandId, at(new Date(D0)));
     assert.equal(ltv.customer_count, 0);
     assert.equal(ltv.total_revenue, "0.00");
@@ -124,7 +107,7 @@ Deno.test("brandLtv: a brand without orders is all zeros", async () => {
 });
 
 Deno.test("RFM: scores are quintiles of the brand's customers, ties share a score", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     // Customer k orders once, on day k, for k * 10: R = M = k; one order each, so F ties at 5.
     await importOrders(
       sql,
@@ -156,7 +139,7 @@ Deno.test("RFM: scores are quintiles of the brand's customers, ties share a scor
 });
 
 Deno.test("churn: at risk past twice the customer's median gap, else the brand's", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     // A orders every 10 days (days 0, 10, 20); B once (day 0): the brand's median gap is 10.
     await importOrders(sql, brandId, [
       order("a@example.com", "10.00", 0),
@@ -198,7 +181,7 @@ Deno.test("churn: at risk past twice the customer's median gap, else the brand's
 });
 
 Deno.test("customerInsights: no contact, or no completed order, is zeros and nulls", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     await importOrders(sql, brandId, [order("p@example.com", "20.00", 1, "pending")]);
     const empty = {
       ltv: "0.00",

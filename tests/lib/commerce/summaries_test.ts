@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { importNdjson } from "../../../lib/commerce/import.ts";
 import { brandLtv, customerInsights } from "../../../lib/commerce/insights.ts";
 import { orderImport } from "../../../lib/commerce/orders.ts";
@@ -11,8 +10,7 @@ import {
   refreshSummaries,
 } from "../../../lib/commerce/summaries.ts";
 import type { Sql } from "../../../lib/store/db.ts";
-import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
-import { DATABASE_URL, freshDatabase, testClock } from "../../test_support.ts";
+import { DATABASE_URL, withBrandDatabase } from "../../test_support.ts";
 
 const newId = monotonicFactory();
 const T0 = new Date("2026-11-21T12:00:00Z");
@@ -29,21 +27,6 @@ function line(externalId: string, total: string, email = "ann@example.com") {
     customer: { email },
     line_items: [{ title: "Tee", quantity: 1, price: total, product_id: "P1" }],
   };
-}
-
-async function withBrand(fn: (sql: Sql, brandId: string) => Promise<void>) {
-  const db = await freshDatabase();
-  const kv = await Deno.openKv(":memory:");
-  try {
-    const brand = await createBrand(
-      { sql: db.sql, newId, now: testClock().now, cipher: await openTokenCipher(kv, undefined) },
-      { name: "B", shop: "b.myshopify.com", beta: true },
-    );
-    await fn(db.sql, brand.id);
-  } finally {
-    kv.close();
-    await db.close();
-  }
 }
 
 async function importLines(sql: Sql, brandId: string, lines: unknown[]) {
@@ -63,7 +46,7 @@ const at = (ms: number, maxStalenessSeconds: number) => ({
 });
 
 Deno.test("summaries: an outdated snapshot is served within the staleness window, then refreshed in the background", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     const started: Promise<unknown>[] = [];
     const at = (ms: number, maxStalenessSeconds: number) => ({
       now: new Date(T0.getTime() + ms),
@@ -95,7 +78,7 @@ Deno.test("summaries: an outdated snapshot is served within the staleness window
 });
 
 Deno.test("summaries: a current snapshot is never recomputed; re-importing stored orders changes nothing", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     const lines = [line("1", "10.00"), line("2", "20.00", "bob@example.com")];
     await importLines(sql, brandId, lines);
     const first = await currentSnapshot(sql, brandId, at(0, 0));
@@ -124,7 +107,7 @@ Deno.test("summaries: a current snapshot is never recomputed; re-importing store
 });
 
 Deno.test("summaries: a refresh already running elsewhere is not started twice", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     await importLines(sql, brandId, [line("1", "10.00")]);
     // Embedded PGlite is one session behind every connection: a lock held "elsewhere" needs a
     // server.
@@ -143,7 +126,7 @@ Deno.test("summaries: a refresh already running elsewhere is not started twice",
 });
 
 Deno.test("summaries: markInsightsChanged bumps the brand's generation", async () => {
-  await withBrand(async (sql, brandId) => {
+  await withBrandDatabase(async (sql, brandId) => {
     const before = await currentSnapshot(sql, brandId, at(0, 0));
     await markInsightsChanged(sql, brandId);
     await markInsightsChanged(sql, brandId);
@@ -156,7 +139,7 @@ Deno.test({
   name: "summaries: two connections mark a brand changed without waiting for each other's commit",
   ignore: !DATABASE_URL,
   async fn() {
-    await withBrand(async (sql, brandId) => {
+    await withBrandDatabase(async (sql, brandId) => {
       const before = await currentSnapshot(sql, brandId, at(0, 0));
       // Two connections on different stripes (a connection's stripe is its backend's pid).
       const held: Awaited<ReturnType<Sql["reserve"]>>[] = [];
