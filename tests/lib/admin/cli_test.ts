@@ -1,13 +1,13 @@
 /** The operator CLI, run as a subprocess exactly as `deno task admin` runs it. */
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { loadConfig } from "../../lib/config.ts";
-import { type EventsMessage, writeDeadLetter } from "../../lib/ingest/queue.ts";
-import { usageDailyKey } from "../../lib/store/kv_keys.ts";
-import { openStores } from "../../lib/store/stores.ts";
-import { DATABASE_URL, freshDatabase } from "../test_support.ts";
+import { loadConfig } from "../../../lib/config.ts";
+import { type EventsMessage, writeDeadLetter } from "../../../lib/ingest/queue.ts";
+import { usageDailyKey } from "../../../lib/store/kv_keys.ts";
+import { openStores } from "../../../lib/store/stores.ts";
+import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
+const ROOT = new URL("../../../", import.meta.url).pathname;
 
 interface CliResult {
   code: number;
