@@ -5,7 +5,7 @@
  * @module
  */
 import { databaseFailure, jsonParam, type Sql, type Tx } from "../store/db.ts";
-import { type ApplyResult, checkEvent, type EventBatch } from "./engine.ts";
+import { type ApplyResult, checkEvent, type EventBatch, type IngestEvent } from "./engine.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 
 interface _EventRow {
@@ -17,7 +17,7 @@ interface _EventRow {
   time_stamp: string;
   properties: Record<string, unknown>;
   flattened_properties: Record<string, unknown>;
-  target: { itemId: string; itemType: string } | null;
+  target: IngestEvent["target"] | null;
 }
 
 interface _ProfileRow {
@@ -71,9 +71,8 @@ export async function applyEventBatch(
       time_stamp: timeStamp,
       properties: event.properties ?? {},
       flattened_properties: event.flattenedProperties ?? {},
-      target: event.target
-        ? { itemId: event.target.itemId, itemType: event.target.itemType }
-        : null,
+      // Stored as sent: the edge admitted exactly the fields the contract allows.
+      target: event.target ?? null,
     });
   });
   if (rows.length === 0) return results;

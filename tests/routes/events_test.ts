@@ -649,3 +649,141 @@ Deno.test("ingest: auth and scope rules, 405 for other methods, brands kept apar
     assert.deepEqual(scopes.map((r) => r.scope), [a.scope, b.scope].sort());
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Fidelity: every field an event may carry is stored and read back as sent
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Apache Unomi's page view (manual, "Sending events": `view` with `target.properties.pageInfo`),
+ * with every field the contract accepts on an event, scope and source left out as it requires.
+ */
+const unomiView = (profileId: string, sessionId: string) => ({
+  eventType: "view",
+  profileId,
+  sessionId,
+  timeStamp: "2026-11-20T09:30:15.250+02:00",
+  properties: { pageInfo: { pageName: "Home" }, nested: { list: [1, "two", null, true] } },
+  flattenedProperties: { "utm.campaign": "spring", count: 3 },
+  target: {
+    itemId: "homepage",
+    itemType: "page",
+    properties: {
+      pageInfo: {
+        pageID: "homepage",
+        pagePath: "/home",
+        destinationURL: "https://acme.example/home",
+        referringURL: "https://apache.org/",
+        language: "en",
+      },
+      attributes: [],
+      consentTypes: [{ typeIdentifier: "newsletter", status: "GRANTED" }],
+      interests: { shoes: 2.5 },
+    },
+  },
+});
+
+/** What GET /cdp/profiles/{id}/events must answer for an event sent as `sent`. */
+function expectedView(sent: ReturnType<typeof unomiView>, scope: string, source: string) {
+  return {
+    eventType: sent.eventType,
+    profileId: sent.profileId,
+    sessionId: sent.sessionId,
+    // The same instant, in UTC (the contract's timeStamp is an ISO 8601 instant).
+    timeStamp: new Date(sent.timeStamp).toISOString(),
+    properties: sent.properties,
+    flattenedProperties: sent.flattenedProperties,
+    target: sent.target,
+    source,
+    scope,
+  };
+}
+
+async function readEvents(ctx: TestContext, key: string, profileId: string) {
+  const res = await ctx.request(`/cdp/profiles/${profileId}/events`, key);
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  return body.list.map(({ itemId: _id, ...rest }: Record<string, unknown>) => rest);
+}
+
+Deno.test("fidelity: async ingest stores every accepted field as sent (target.properties included)", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const sent = unomiView("store_fid_1", "s_fid_1");
+    assert.equal((await post(ctx, brand.key, { events: [sent] })).status, 202);
+    await eventually(async () =>
+      (await ctx.sql`select count(*)::int as n from events`)[0]!.n === 1
+    );
+    assert.deepEqual(await readEvents(ctx, brand.key, "store_fid_1"), [
+      expectedView(sent, brand.scope!, "server"),
+    ]);
+    ctx.kv.close();
+    await forwarder;
+  });
+});
+
+Deno.test("fidelity: sync ingest stores every accepted field as sent, and conditions reach target.properties", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const sent = unomiView("store_fid_2", "s_fid_2");
+    const other = { ...unomiView("store_fid_3", "s_fid_3"), target: { itemId: "x", itemType: "page" } };
+    const res = await post(ctx, brand.key, { events: [sent, other] }, "?sync=true");
+    assert.equal(res.status, 200);
+    assert.deepEqual((await res.json()).results.map((r: { ok: boolean }) => r.ok), [true, true]);
+    assert.deepEqual(await readEvents(ctx, brand.key, "store_fid_2"), [
+      expectedView(sent, brand.scope!, "server"),
+    ]);
+    // Unomi's commonest page-view segment: profiles that viewed /home.
+    const byPath = {
+      type: "pastEventCondition",
+      parameterValues: {
+        eventCondition: {
+          type: "eventPropertyCondition",
+          parameterValues: {
+            propertyName: "target.properties.pageInfo.pagePath",
+            comparisonOperator: "equals",
+            propertyValue: "/home",
+          },
+        },
+      },
+    };
+    const count = async (itemType: string, condition: unknown) => {
+      const answer = await ctx.request(`/cdp/query/${itemType}/count`, brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ condition }),
+      });
+      assert.equal(answer.status, 200);
+      return (await answer.json()).count;
+    };
+    assert.equal(await count("profile", byPath), 1);
+    assert.equal(
+      await count("event", {
+        type: "eventPropertyCondition",
+        parameterValues: {
+          propertyName: "target.properties.interests.shoes",
+          comparisonOperator: "greaterThan",
+          propertyValueDouble: 2,
+        },
+      }),
+      1,
+    );
+    // The scope allowlist applies under target.properties as under properties.
+    const refused = await ctx.request("/cdp/query/event/count", brand.key, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({
+        condition: {
+          type: "eventPropertyCondition",
+          parameterValues: {
+            propertyName: "target.properties.shopDomain",
+            comparisonOperator: "exists",
+          },
+        },
+      }),
+    });
+    assert.equal(refused.status, 400);
+    assert.match((await errorBody(refused)).error_description, /scope or shopDomain/);
+  });
+});

@@ -227,3 +227,32 @@ Deno.test("pixel proxy: values storage cannot hold are rejected per event with t
     await queue.listening;
   });
 });
+
+Deno.test("pixel proxy: every accepted field is stored as sent and read back (target.properties included)", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    const sent = {
+      eventType: "page_viewed",
+      profileId: "anon_fid",
+      sessionId: "s_fid",
+      timeStamp: "2026-11-20T09:30:15.250Z",
+      properties: { url: "https://x/home", context: { document: { title: "Home" } } },
+      flattenedProperties: { "utm.source": "mail" },
+      target: {
+        itemId: "home",
+        itemType: "page",
+        properties: { pageInfo: { pagePath: "/home", referringURL: "https://r/", language: "en" } },
+      },
+    };
+    assert.equal((await pixel(ctx, brand.scope!, { events: [sent] })).status, 202);
+    await eventually(() => queue.seen.length === 1);
+    await ctx.deps.engine.applyEvents(queue.seen[0]!.batch);
+    const res = await ctx.request("/cdp/profiles/anon_fid/events", brand.key);
+    assert.equal(res.status, 200);
+    const [{ itemId: _id, ...stored }] = (await res.json()).list;
+    assert.deepEqual(stored, { ...sent, source: "pixel", scope: brand.scope });
+    ctx.kv.close();
+    await queue.listening;
+  });
+});

@@ -75,8 +75,9 @@ export const SCOPE_PROPERTY_NAMES = new Set([
 /**
  * Resolves a property name of a profile or event condition against the allowlist: profile
  * `properties.<seg>(.<seg>){0,4}` and `itemId` (firstVisit, lastVisit and nbOfVisits are
- * columns); event `properties.*`, `flattenedProperties.*`, `timeStamp`, `eventType`,
- * `profileId`, `sessionId`, `itemId`, `target.itemId`, `target.itemType`. Any segment named
+ * columns); event `properties.*`, `flattenedProperties.*`, `target.properties.*`,
+ * `timeStamp`, `eventType`, `profileId`, `sessionId`, `itemId`, `target.itemId`,
+ * `target.itemType`. Any segment named
  * `scope` or `shopDomain` is refused unless `allowScope`.
  */
 export function resolveProperty(
@@ -114,9 +115,14 @@ export function resolveProperty(
     ? "e.properties"
     : segments[0] === "flattenedProperties"
     ? "e.flattened_properties"
+    : segments[0] === "target" && segments[1] === "properties"
+    ? "e.target"
     : undefined;
-  const path = segments.slice(1);
-  if (root && path.length >= 1 && path.length <= 5 && path.every((s) => _SEGMENT.test(s))) {
+  // Under the target document, `properties` is part of the path: target.properties.<seg> is
+  // held at properties.<seg> of the event's target column.
+  const names = segments.slice(root === "e.target" ? 2 : 1);
+  if (root && names.length >= 1 && names.length <= 5 && names.every((s) => _SEGMENT.test(s))) {
+    const path = root === "e.target" ? ["properties", ...names] : names;
     return { ok: true, source: { kind: "json", root, path } };
   }
   return {
@@ -125,8 +131,8 @@ export function resolveProperty(
       ? `unknown profile property ${quote(name)} (allowed: properties.<name> with up to 5 ` +
         "dot-separated segments of letters, digits and _, and itemId)"
       : `unknown event property ${quote(name)} (allowed: properties.<name>, ` +
-        "flattenedProperties.<name>, timeStamp, eventType, profileId, sessionId, itemId, " +
-        "target.itemId, target.itemType)",
+        "flattenedProperties.<name>, target.properties.<name>, timeStamp, eventType, " +
+        "profileId, sessionId, itemId, target.itemId, target.itemType)",
   };
 }
 
