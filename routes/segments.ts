@@ -178,7 +178,10 @@ const exportRoute = createRoute({
   security: apiKeySecurity,
   request: {
     params: IdParam,
-    query: z.object({ limit: limitParam(OFFSET_WINDOW, OFFSET_WINDOW), cursor: cursorParam }),
+    query: z.object({
+      limit: limitParam(OFFSET_WINDOW, OFFSET_WINDOW, { clampLow: true }),
+      cursor: cursorParam,
+    }),
   },
   responses: {
     200: {

@@ -27,8 +27,24 @@ export async function countToWindow(
   return row!.n;
 }
 
-/** `limit`: a positive integer, clamped to `max` (not rejected) as the contract says. */
-export function limitParam(max = MAX_LIMIT, fallback = DEFAULT_LIMIT) {
+/**
+ * `limit`: an integer clamped to `max` (not rejected) as the contract says. With `clampLow` (the
+ * segment export's `1..10000`) a value below 1 is clamped to 1 too; otherwise it is 400.
+ */
+export function limitParam(
+  max = MAX_LIMIT,
+  fallback = DEFAULT_LIMIT,
+  options: { clampLow?: boolean } = {},
+) {
+  if (options.clampLow) {
+    return z.coerce.number().int().optional()
+      .transform((value) => Math.max(1, Math.min(value ?? fallback, max)))
+      .openapi({
+        type: "integer",
+        default: fallback,
+        description: `Page size, clamped to 1..${max}.`,
+      });
+  }
   return z.coerce.number().int().min(1).optional()
     .transform((value) => Math.min(value ?? fallback, max))
     .openapi({

@@ -143,6 +143,8 @@ Deno.test("orders: state, billing status and date filters; invalid values are 40
     const { a } = await seed(ctx);
     assert.deepEqual(ids(await list(ctx, a.key, "?state=complete")), ["1004", "1001"]);
     assert.deepEqual(ids(await list(ctx, a.key, "?billing_status=on_hold")), ["1002"]);
+    // limit is clamped to 100, as the contract says.
+    assert.equal((await list(ctx, a.key, "?limit=500")).pageSize, 100);
     assert.deepEqual(
       ids(
         await list(

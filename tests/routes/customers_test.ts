@@ -262,6 +262,11 @@ Deno.test("customer orders: every state, newest first; a profile without a conta
       "1",
     ]);
     assert.equal(page.totalSize, 4);
+    // limit is clamped to 100, as the contract says.
+    assert.equal(
+      (await get(ctx, a.key, "/cdp/customers/207119551/orders?limit=500")).pageSize,
+      100,
+    );
     const empty = await get(ctx, a.key, "/cdp/customers/anon_9/orders");
     assert.deepEqual([empty.list, empty.totalSize], [[], 0]);
     assert.equal(

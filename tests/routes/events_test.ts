@@ -727,7 +727,10 @@ Deno.test("fidelity: sync ingest stores every accepted field as sent, and condit
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
     const sent = unomiView("store_fid_2", "s_fid_2");
-    const other = { ...unomiView("store_fid_3", "s_fid_3"), target: { itemId: "x", itemType: "page" } };
+    const other = {
+      ...unomiView("store_fid_3", "s_fid_3"),
+      target: { itemId: "x", itemType: "page" },
+    };
     const res = await post(ctx, brand.key, { events: [sent, other] }, "?sync=true");
     assert.equal(res.status, 200);
     assert.deepEqual((await res.json()).results.map((r: { ok: boolean }) => r.ok), [true, true]);

@@ -151,6 +151,9 @@ Deno.test("profile events: this brand's only, with filters; a merged profile has
     const { a, b } = await seed(ctx);
     const all = await (await ctx.request("/cdp/profiles/store_a_1/events", a.key)).json();
     assert.equal(all.totalSize, 4);
+    const clamped = await (await ctx.request("/cdp/profiles/store_a_1/events?limit=500", a.key))
+      .json();
+    assert.equal(clamped.pageSize, 100);
     assert.ok(all.list.every((e: { scope: string }) => e.scope === a.scope));
     const bEvents = await (await ctx.request("/cdp/profiles/store_a_1/events", b.key)).json();
     assert.equal(bEvents.totalSize, 2);

@@ -592,3 +592,37 @@ Deno.test("segments: a NUL or an unpaired surrogate anywhere is 400, never saved
     }
   });
 });
+
+Deno.test("limits: export limit is clamped to 1..10000 (0 -> 1); list and members limits to 100", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    const ref = await (await post(ctx, a.key, "/cdp/segments", {
+      name: "All",
+      condition: { type: "matchAllCondition", parameterValues: {} },
+    })).json();
+    const lines = async (query: string) => {
+      const res = await ctx.request(`/cdp/segments/${ref.id}/export${query}`, a.key);
+      assert.equal(res.status, 200, query);
+      return { count: (await res.text()).trimEnd().split("\n").length, res };
+    };
+    for (const low of ["?limit=0", "?limit=-5"]) {
+      const { count, res } = await lines(low);
+      assert.equal(count, 1, low);
+      assert.ok(res.headers.get("x-next-cursor"), low);
+    }
+    const high = await lines("?limit=20000");
+    assert.equal(high.count, 5);
+    assert.equal(high.res.headers.get("x-next-cursor"), null);
+    for (const bad of ["?limit=abc", "?limit=2.5"]) {
+      const res = await ctx.request(`/cdp/segments/${ref.id}/export${bad}`, a.key);
+      assert.equal(res.status, 400, bad);
+      assert.equal((await errorBody(res)).error, "bad_request");
+    }
+    const list = await (await ctx.request("/cdp/segments?limit=500", a.key)).json();
+    assert.equal(list.pageSize, 100);
+    const members = await (await ctx.request(`/cdp/segments/${ref.id}/members?limit=500`, a.key))
+      .json();
+    assert.equal(members.pageSize, 100);
+    assert.equal(members.list.length, 5);
+  });
+});

@@ -510,3 +510,86 @@ Deno.test("import: a stream that fails mid-file rejects once what it had read is
     assert.equal(await count(), 8);
   });
 });
+
+Deno.test("import: every field an order line and a subscription line accept is stored as sent", async () => {
+  await withBrand(async (sql, brandId) => {
+    const customer = {
+      shopify_customer_id: "207119551",
+      email: "bob@example.com",
+      phone: "+16135551111",
+      first_name: "Bob",
+      last_name: "Norman",
+    };
+    const line = order("820982911946154508", {
+      number: "#1001",
+      state: "delivered",
+      billing_status: "processing",
+      total: "199.99",
+      currency_code: "CAD",
+      created_at: "2026-01-02T03:04:05Z",
+      processed_at: "2026-01-02T04:00:00Z",
+      updated_at: "2026-01-03T05:00:00Z",
+      recovered_at: "2026-01-02T03:30:00Z",
+      customer,
+      line_items: [{
+        title: "Tee",
+        quantity: 2,
+        price: "30.00",
+        sku: "TEE-M",
+        product_id: "632910392",
+        variant_id: "808950810",
+        variant_title: "M",
+      }],
+    });
+    assert.deepEqual(await importOrders(sql, brandId, JSON.stringify(line)), {
+      imported: 1,
+      rejected: [],
+    });
+    const [stored] = await sql`
+      select o.external_id, o.number, o.state, o.billing_status, o.total::text as total,
+             o.currency_code, o.created_at, o.processed_at, o.updated_at, o.recovered_at,
+             o.line_items, c.shopify_customer_id, c.email, c.phone, c.first_name, c.last_name
+      from orders o join contacts c on c.id = o.contact_id`;
+    const iso = (d: Date) => d.toISOString().replace(".000Z", "Z");
+    assert.deepEqual({
+      external_id: stored!.external_id,
+      number: stored!.number,
+      state: stored!.state,
+      billing_status: stored!.billing_status,
+      total: stored!.total,
+      currency_code: stored!.currency_code,
+      created_at: iso(stored!.created_at),
+      processed_at: iso(stored!.processed_at),
+      updated_at: iso(stored!.updated_at),
+      recovered_at: iso(stored!.recovered_at),
+      customer: {
+        shopify_customer_id: stored!.shopify_customer_id,
+        email: stored!.email,
+        phone: stored!.phone,
+        first_name: stored!.first_name,
+        last_name: stored!.last_name,
+      },
+      line_items: stored!.line_items,
+    }, line);
+
+    const subscription = {
+      external_id: "sub_1",
+      status: "paused",
+      next_billing_date: "2026-02-01T00:00:00Z",
+      customer,
+    };
+    const result = await importNdjson(
+      sql,
+      stream(JSON.stringify(subscription)),
+      subscriptionImport({ brandId, newId, now: new Date("2026-11-21T00:00:00Z") }),
+    );
+    assert.deepEqual(result, { imported: 1, rejected: [] });
+    const [sub] = await sql`
+      select s.external_id, s.status, s.next_billing_date, c.shopify_customer_id
+      from subscriptions s join contacts c on c.id = s.contact_id`;
+    assert.deepEqual(
+      [sub!.external_id, sub!.status, iso(sub!.next_billing_date), sub!.shopify_customer_id],
+      ["sub_1", "paused", "2026-02-01T00:00:00Z", "207119551"],
+    );
+  });
+});

@@ -5,6 +5,7 @@ import { newRouter } from "../../../lib/http/openapi.ts";
 import {
   assertWithinWindow,
   DEFAULT_LIMIT,
+  limitParam,
   MAX_LIMIT,
   OFFSET_WINDOW,
   offsetPage,
@@ -213,4 +214,41 @@ Deno.test("offsetPage: a lib result as an offset page, total capped, never a cur
     pageSize: 2,
     nextCursor: null,
   });
+});
+
+Deno.test("limitParam with clampLow: below 1 is 1, above max is max; a non-integer is 400", async () => {
+  const app = newRouter();
+  app.onError(onError);
+  app.openapi(
+    createRoute({
+      method: "get",
+      path: "/export",
+      request: { query: z.object({ limit: limitParam(10_000, 10_000, { clampLow: true }) }) },
+      responses: {
+        200: {
+          description: "The parsed limit",
+          content: { "application/json": { schema: z.object({ limit: z.number() }) } },
+        },
+      },
+    }),
+    (c) => c.json({ limit: c.req.valid("query").limit }, 200),
+  );
+  const cases: [string, number][] = [
+    ["", 10_000],
+    ["?limit=0", 1],
+    ["?limit=-3", 1],
+    ["?limit=1", 1],
+    ["?limit=9999", 9999],
+    ["?limit=10001", 10_000],
+  ];
+  for (const [query, limit] of cases) {
+    const res = await app.request(`/export${query}`);
+    assert.equal(res.status, 200, query);
+    assert.deepEqual(await res.json(), { limit }, query);
+  }
+  for (const bad of ["?limit=abc", "?limit=2.5"]) {
+    const res = await app.request(`/export${bad}`);
+    assert.equal(res.status, 400, bad);
+    assert.match((await errorBody(res)).error_description, /query\.limit/);
+  }
 });
