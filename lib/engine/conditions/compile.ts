@@ -18,6 +18,7 @@ import { invalidCondition, validateCondition } from "./validation.ts";
 import {
   type Condition,
   type ItemType,
+  type PropertyContext,
   type SqlFragment,
   VALUE_KEYS,
   VALUE_PARAMS,
@@ -81,6 +82,15 @@ function _compileNode(c: _Ctx, node: Condition, context: ItemType): SqlFragment 
       return sql`(e.event_type = ${params.eventTypeId as string}::text)`;
     case "pastEventCondition":
       return _compilePastEvents(c, params);
+    case "sessionPropertyCondition": {
+      const holds = _compileProperty(c, params, "session");
+      // An event's own session; for a profile, any of its sessions (a merge moves them over).
+      return context === "event"
+        ? sql`(exists (select 1 from sessions s
+            where s.scope = ${c.scope} and s.item_id = e.session_id and ${holds}))`
+        : sql`(exists (select 1 from sessions s
+            where s.scope = ${c.scope} and s.profile_id = p.item_id and ${holds}))`;
+    }
     default:
       return _compileProperty(c, params, context);
   }
@@ -464,7 +474,7 @@ const _NEGATIONS: Record<string, string> = {
 function _compileProperty(
   c: _Ctx,
   params: Record<string, unknown>,
-  context: ItemType,
+  context: PropertyContext,
 ): SqlFragment {
   const { sql, now } = c;
   const resolved = resolveProperty(context, params.propertyName as string, { allowScope: true });

@@ -1,6 +1,6 @@
 /**
- * Dates in conditions: ISO 8601 date-times and date math (`now-30d`, `now/d`, `...||+1M`), each
- * value resolved to the span of its precision, as Elasticsearch does.
+ * Dates in conditions: ISO 8601 date-times, epoch milliseconds and date math (`now-30d`, `now/d`,
+ * `...||+1M`), each value resolved to the span of its precision, as Elasticsearch does.
  *
  * @module
  */
@@ -45,6 +45,20 @@ export function parseIso(text: string): { ms: number; unit: number } | null {
   date.setUTCHours(h, mi, s, ms);
   const unit = m[4] === undefined ? DAY : m[6] === undefined ? _MINUTE : m[7] ? 1 : _SECOND;
   return { ms: date.getTime() - offset, unit };
+}
+
+// Elasticsearch's `strict_date_optional_time||epoch_millis` (what Unomi parses dates with) reads
+// a string of four digits or fewer as a year, so only longer ones are epoch milliseconds here.
+const _EPOCH = /^-?\d{5,16}$/;
+
+/**
+ * Epoch milliseconds written as a string of digits (5 to 16, optionally negative): the instant
+ * with a precision of one millisecond, or null.
+ */
+export function parseEpoch(text: string): { ms: number; unit: number } | null {
+  if (!_EPOCH.test(text)) return null;
+  const ms = Number(text);
+  return Number.isSafeInteger(ms) && Math.abs(ms) <= _MAX_TIME ? { ms, unit: 1 } : null;
 }
 
 function _addMonths(t: number, months: number): number {
@@ -122,7 +136,8 @@ export function dateMath(expr: string, now: Date, roundUp: boolean): number | nu
     rest = expr.slice(3);
   } else {
     const bar = expr.indexOf("||");
-    const anchor = parseIso(bar < 0 ? expr : expr.slice(0, bar));
+    const text = bar < 0 ? expr : expr.slice(0, bar);
+    const anchor = parseIso(text) ?? parseEpoch(text);
     if (!anchor) return null;
     t = roundUp ? anchor.ms + anchor.unit - 1 : anchor.ms;
     rest = bar < 0 ? "" : expr.slice(bar + 2);
@@ -145,10 +160,11 @@ export function dateMath(expr: string, now: Date, roundUp: boolean): number | nu
 }
 
 /**
- * Resolves Unomi/Elasticsearch date math: `now` or an ISO 8601 anchor followed by `||`, then any
+ * Resolves Unomi/Elasticsearch date math: `now`, or an ISO 8601 or epoch-milliseconds anchor
+ * followed by `||`, then any
  * of `+<n><unit>`, `-<n><unit>`, `/<unit>` (units y M w d h H m s; rounding floors in UTC, weeks
- * start on Monday; adding months clamps the day like Java). A plain ISO 8601 date-time is valid
- * too. With `roundUp` (the upper end of a range) rounding and partial dates give the last
+ * start on Monday; adding months clamps the day like Java). A plain ISO 8601 date-time or epoch
+ * milliseconds is valid too. With `roundUp` (the upper end of a range) rounding and partial dates give the last
  * millisecond of their unit instead. Returns null when invalid or outside years 1 to 9999.
  */
 export function resolveDateExpr(
@@ -166,7 +182,7 @@ export function dateSpan(kind: "date" | "dateExpr", value: string, now: Date): [
   let lo: number | null;
   let hi: number | null;
   if (kind === "date") {
-    const parsed = parseIso(value);
+    const parsed = parseIso(value) ?? parseEpoch(value);
     lo = parsed?.ms ?? null;
     hi = parsed ? parsed.ms + parsed.unit : null;
   } else {

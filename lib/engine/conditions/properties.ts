@@ -6,7 +6,7 @@
  */
 import type { Sql } from "../../store/db.ts";
 import { quote } from "./shape.ts";
-import { ALL_KINDS, type ItemType, type SqlFragment, type ValueKind } from "./vocabulary.ts";
+import { ALL_KINDS, type PropertyContext, type SqlFragment, type ValueKind } from "./vocabulary.ts";
 
 /** The fixed columns a property can resolve to. */
 export type Column =
@@ -20,7 +20,13 @@ export type Column =
   | "e.event_type"
   | "e.profile_id"
   | "e.session_id"
-  | "e.time_stamp";
+  | "e.time_stamp"
+  | "s.item_id"
+  | "s.profile_id"
+  | "s.first_event_at"
+  | "s.last_event_at"
+  | "s.event_count"
+  | "s.duration";
 
 type _JsonRoot = "p.properties" | "e.properties" | "e.flattened_properties" | "e.target";
 
@@ -62,6 +68,19 @@ const _EVENT_FIELDS = new Map<string, PropertySource>([
   ["target.itemType", { kind: "json", root: "e.target", path: ["itemType"] }],
 ]);
 
+// A session's fields under Apache Unomi's names (its Session item): timeStamp is when it began,
+// lastEventDate its last event, size its number of events and duration the milliseconds between.
+const _SESSION_FIELDS = new Map<string, PropertySource>([
+  ["itemId", { kind: "text", column: "s.item_id" }],
+  ["profileId", { kind: "text", column: "s.profile_id" }],
+  ["timeStamp", { kind: "timestamptz", column: "s.first_event_at" }],
+  ["lastEventDate", { kind: "timestamptz", column: "s.last_event_at" }],
+  ["size", { kind: "integer", column: "s.event_count" }],
+  ["duration", { kind: "integer", column: "s.duration" }],
+]);
+
+const _SESSION_NAMES = [..._SESSION_FIELDS.keys()].join(", ");
+
 const _SEGMENT = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 const _SCOPE_SEGMENTS = new Set(["scope", "shopDomain"]);
 /** Property names that make a condition node a scope predicate. */
@@ -77,11 +96,12 @@ export const SCOPE_PROPERTY_NAMES = new Set([
  * `properties.<seg>(.<seg>){0,4}` and `itemId` (firstVisit, lastVisit and nbOfVisits are
  * columns); event `properties.*`, `flattenedProperties.*`, `target.properties.*`,
  * `timeStamp`, `eventType`, `profileId`, `sessionId`, `itemId`, `target.itemId`,
- * `target.itemType`. Any segment named
- * `scope` or `shopDomain` is refused unless `allowScope`.
+ * `target.itemType`; a session (sessionPropertyCondition) `itemId`, `profileId`, `timeStamp`,
+ * `lastEventDate`, `size`, `duration`. Any segment named `scope` or `shopDomain` is refused
+ * unless `allowScope`.
  */
 export function resolveProperty(
-  itemType: ItemType,
+  itemType: PropertyContext,
   name: string,
   options: { allowScope?: boolean } = {},
 ): { ok: true; source: PropertySource } | { ok: false; message: string } {
@@ -93,8 +113,14 @@ export function resolveProperty(
     };
   }
   if (segments[0] === "systemProperties") {
-    return { ok: false, message: "systemProperties are not addressable" };
+    return {
+      ok: false,
+      message: "systemProperties are out of scope: they are Unomi's internal bookkeeping " +
+        "(merges, anonymity, last updates), which the engine keeps in its own columns, not as " +
+        "properties",
+    };
   }
+  if (itemType === "session") return _resolveSession(name, segments);
   const fixed = (itemType === "profile" ? _PROFILE_FIELDS : _EVENT_FIELDS).get(name);
   if (fixed) return { ok: true, source: fixed };
   // Every profile carries properties.shopDomain = its scope (the engine alone writes it), so the
@@ -136,6 +162,23 @@ export function resolveProperty(
   };
 }
 
+function _resolveSession(
+  name: string,
+  segments: string[],
+): { ok: true; source: PropertySource } | { ok: false; message: string } {
+  const fixed = _SESSION_FIELDS.get(name);
+  if (fixed) return { ok: true, source: fixed };
+  const why = segments[0] === "properties"
+    ? "sessions hold no properties here (the engine records no session-level data)"
+    : segments[0] === "profile"
+    ? "a session's profile is not addressable from it (use profilePropertyCondition)"
+    : "unknown session field";
+  return {
+    ok: false,
+    message: `${quote(name)}: ${why}; the session fields are ${_SESSION_NAMES}`,
+  };
+}
+
 /** The SQL of a fixed column (a closed switch: no text from input). */
 export function columnSql(sql: Sql, column: Column): SqlFragment {
   switch (column) {
@@ -161,6 +204,18 @@ export function columnSql(sql: Sql, column: Column): SqlFragment {
       return sql`e.session_id`;
     case "e.time_stamp":
       return sql`e.time_stamp`;
+    case "s.item_id":
+      return sql`s.item_id`;
+    case "s.profile_id":
+      return sql`s.profile_id`;
+    case "s.first_event_at":
+      return sql`s.first_event_at`;
+    case "s.last_event_at":
+      return sql`s.last_event_at`;
+    case "s.event_count":
+      return sql`s.event_count`;
+    case "s.duration":
+      return sql`(extract(epoch from s.last_event_at - s.first_event_at) * 1000)`;
   }
 }
 

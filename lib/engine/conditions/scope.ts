@@ -34,7 +34,10 @@ export function injectScopePredicate(
 
 function _isScopePredicate(node: Record<string, unknown>): boolean {
   const type = own(node, "type");
-  if (type !== "profilePropertyCondition" && type !== "eventPropertyCondition") return false;
+  if (
+    type !== "profilePropertyCondition" && type !== "eventPropertyCondition" &&
+    type !== "sessionPropertyCondition"
+  ) return false;
   const params = own(node, "parameterValues");
   if (!isObject(params)) return false;
   const name = own(params, "propertyName");
@@ -42,7 +45,8 @@ function _isScopePredicate(node: Record<string, unknown>): boolean {
 }
 
 /**
- * Removes every scope predicate (a profile or event property condition on properties.shopDomain,
+ * Removes every scope predicate (a profile, event or session property condition on
+ * properties.shopDomain,
  * properties.scope, scope or shopDomain, whatever its operator and value, a foreign one too):
  * it is dropped from and/or lists, a booleanCondition left with one sub-condition collapses to
  * it, a notCondition (or pastEventCondition's eventCondition) left empty goes too; null when

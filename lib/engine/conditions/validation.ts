@@ -5,10 +5,12 @@
  * @module
  */
 import { DomainError } from "../../errors.ts";
-import { dateMath, parseIso } from "./dates.ts";
+import { dateMath, parseEpoch, parseIso } from "./dates.ts";
+import { normalizeCondition } from "./normalize.ts";
 import { type PropertySource, resolveProperty, SOURCE_KINDS, SOURCE_TEXT } from "./properties.ts";
 import { regexProblem } from "./regex.ts";
 import { isObject, own, quote } from "./shape.ts";
+import { dateText, integerValue, numberValue } from "./values.ts";
 import {
   ALL_KINDS,
   type Arity,
@@ -25,6 +27,9 @@ import {
   MAX_CONDITION_VALUES,
   MAX_NUMBER_OF_DAYS,
   OPERATORS,
+  type PropertyContext,
+  UNOMI_REFUSED_OPERATORS,
+  UNOMI_REFUSED_TYPES,
   VALUE_KEYS,
   VALUE_PARAMS,
   type ValueKind,
@@ -68,7 +73,13 @@ function _string(w: _Walk, value: unknown, path: string): value is string {
     return false;
   }
   if (value.startsWith("script::") || value.startsWith("parameter::")) {
-    _issue(w, path, "script and parameter resolvers are not allowed");
+    _issue(
+      w,
+      path,
+      `${value.startsWith("script::") ? "script::" : "parameter::"} resolvers are out of scope: ` +
+        "they run a script or look up a rule parameter, and nothing is evaluated here but the " +
+        "condition itself",
+    );
     return false;
   }
   return true;
@@ -111,7 +122,7 @@ export function validateCondition(raw: unknown, options: ConditionOptions): Cond
     });
   }
   if (w.issues.length > 0) return { ok: false, issues: w.issues };
-  return { ok: true, condition: structuredClone(raw) as Condition };
+  return { ok: true, condition: normalizeCondition(raw) };
 }
 
 /** Like {@linkcode validateCondition}, but throws 400 `invalid_condition` naming every issue. */
@@ -129,6 +140,7 @@ export function invalidCondition(issues: ConditionIssue[]): DomainError {
   );
 }
 
+// sessionPropertyCondition fits both: an event's session, or any of a profile's sessions.
 const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
   profilePropertyCondition: "profile",
   pastEventCondition: "profile",
@@ -160,15 +172,19 @@ function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, 
   const typePath = _child(path, "type");
   const pvPath = _child(path, "parameterValues");
   const type = own(raw, "type");
-  const params = own(raw, "parameterValues");
+  // As in Unomi, absent parameterValues are empty ones: a type that needs none (matchAllCondition)
+  // is complete, and any other names each parameter it lacks.
+  const written = own(raw, "parameterValues");
+  const params = written === undefined ? {} : written;
   let known = false;
   if (type === undefined) _issue(w, typePath, "is required");
   else if (_string(w, type, typePath)) {
     known = (CONDITION_TYPES as readonly string[]).includes(type);
-    if (!known) _issue(w, typePath, `unknown condition type ${quote(type)}`);
+    const refused = UNOMI_REFUSED_TYPES.get(type);
+    if (refused) _issue(w, typePath, `${type} is out of scope: ${refused}`);
+    else if (!known) _issue(w, typePath, `unknown condition type ${quote(type)}`);
   }
-  if (params === undefined) _issue(w, pvPath, "is required");
-  else if (!isObject(params)) _issue(w, pvPath, "must be an object");
+  if (!isObject(params)) _issue(w, pvPath, "must be an object");
   if (!known || !isObject(params)) return;
   const required = _TYPE_CONTEXT[type as string];
   if (required && required !== context) {
@@ -227,6 +243,9 @@ function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, 
     case "pastEventCondition":
       _validatePastEvents(w, params, pvPath, depth);
       return;
+    case "sessionPropertyCondition":
+      _validateProperty(w, params, pvPath, "session");
+      return;
     default:
       _validateProperty(w, params, pvPath, context);
   }
@@ -252,12 +271,11 @@ function _validatePastEvents(
   if (ec === undefined) _issue(w, ecPath, "is required");
   else _validateNode(w, ec, ecPath, "event", depth + 1);
 
-  const days = own(params, "numberOfDays");
+  const rawDays = own(params, "numberOfDays");
+  const days = integerValue(rawDays);
   const daysPath = _child(pvPath, "numberOfDays");
-  if (days !== undefined) {
-    if (
-      !Number.isSafeInteger(days) || (days as number) < 1 || (days as number) > MAX_NUMBER_OF_DAYS
-    ) {
+  if (rawDays !== undefined) {
+    if (days === undefined || days < 1 || days > MAX_NUMBER_OF_DAYS) {
       _issue(w, daysPath, `must be an integer from 1 to ${MAX_NUMBER_OF_DAYS}`);
     } else if (own(params, "fromDate") !== undefined || own(params, "toDate") !== undefined) {
       _issue(w, daysPath, "cannot be combined with fromDate or toDate");
@@ -266,9 +284,7 @@ function _validatePastEvents(
   for (const key of ["fromDate", "toDate"]) {
     const value = own(params, key);
     const path = _child(pvPath, key);
-    if (value !== undefined && _string(w, value, path) && !_validDateExpr(value, w.now)) {
-      _issue(w, path, `must be ${KIND_TEXT.date} or ${KIND_TEXT.dateExpr}`);
-    }
+    if (value !== undefined) _checkScalar(w, value, path, "dateExpr", false);
   }
   const operator = own(params, "operator");
   const operatorPath = _child(pvPath, "operator");
@@ -281,15 +297,14 @@ function _validatePastEvents(
   }
   const counts: Record<string, number | undefined> = {};
   for (const key of ["minimumEventCount", "maximumEventCount"]) {
-    const value = own(params, key);
+    const raw = own(params, key);
+    const value = integerValue(raw);
     const path = _child(pvPath, key);
-    if (value === undefined) continue;
+    if (raw === undefined) continue;
     if (notOccurred) _issue(w, path, "is not used with operator eventsNotOccurred");
-    else if (
-      !Number.isSafeInteger(value) || (value as number) < 0 || (value as number) > 1_000_000
-    ) {
+    else if (value === undefined || value < 0 || value > 1_000_000) {
       _issue(w, path, "must be an integer from 0 to 1000000");
-    } else counts[key] = value as number;
+    } else counts[key] = value;
   }
   const min = counts.minimumEventCount ?? 1;
   const max = counts.maximumEventCount;
@@ -300,6 +315,10 @@ function _validatePastEvents(
 
 function _validDateExpr(value: string, now: Date): boolean {
   return dateMath(value, now, false) !== null && dateMath(value, now, true) !== null;
+}
+
+function _validDate(value: string): boolean {
+  return (parseIso(value) ?? parseEpoch(value)) !== null;
 }
 
 function _valueKeys(arity: Arity, kinds: readonly ValueKind[]): string[] {
@@ -314,7 +333,7 @@ function _validateProperty(
   w: _Walk,
   params: Record<string, unknown>,
   pvPath: string,
-  context: ItemType,
+  context: PropertyContext,
 ): void {
   _unknownKeys(w, params, pvPath, ["propertyName", "comparisonOperator", ...VALUE_KEYS]);
   const name = own(params, "propertyName");
@@ -332,7 +351,9 @@ function _validateProperty(
   if (opName === undefined) _issue(w, opPath, "is required");
   else if (_string(w, opName, opPath)) {
     op = OPERATORS.get(opName);
-    if (!op) _issue(w, opPath, `unknown comparison operator ${quote(opName)}`);
+    const refused = UNOMI_REFUSED_OPERATORS.get(opName);
+    if (refused) _issue(w, opPath, `comparisonOperator ${opName} is out of scope: ${refused}`);
+    else if (!op) _issue(w, opPath, `unknown comparison operator ${quote(opName)}`);
   }
   const sourceKinds = source ? SOURCE_KINDS[source.kind] : ALL_KINDS;
   const usable = op ? op.kinds.filter((k) => sourceKinds.includes(k)) : [];
@@ -401,7 +422,7 @@ function _checkValue(
     return;
   }
   if (!Array.isArray(value) || value.length === 0) {
-    _issue(w, path, `must be a non-empty array of ${KIND_TEXT[spec.kind].replace(/^an? /, "")}s`);
+    _issue(w, path, `must be a non-empty array, each value ${KIND_TEXT[spec.kind]}`);
   } else if (value.length > MAX_CONDITION_VALUES) {
     _issue(w, path, `must have at most ${MAX_CONDITION_VALUES} items`);
   } else {
@@ -419,21 +440,22 @@ function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, r
       return;
     }
     case "integer":
-      if (!Number.isSafeInteger(value)) _issue(w, path, `must be ${KIND_TEXT.integer}`);
+      if (integerValue(value) === undefined) _issue(w, path, `must be ${KIND_TEXT.integer}`);
       return;
     case "double":
-      if (typeof value !== "number" || !Number.isFinite(value)) {
-        _issue(w, path, `must be ${KIND_TEXT.double}`);
-      }
+      if (numberValue(value) === undefined) _issue(w, path, `must be ${KIND_TEXT.double}`);
       return;
     case "date":
-      if (_string(w, value, path) && !parseIso(value)) {
-        _issue(w, path, `must be ${KIND_TEXT.date}`);
+    case "dateExpr": {
+      const text = dateText(value);
+      if (text === undefined) {
+        _issue(w, path, `must be ${KIND_TEXT[kind]}`);
+        return;
       }
-      return;
-    case "dateExpr":
-      if (_string(w, value, path) && !_validDateExpr(value, w.now)) {
-        _issue(w, path, `must be ${KIND_TEXT.dateExpr}`);
+      if (!_string(w, text, path)) return;
+      if (kind === "date" ? !_validDate(text) : !_validDateExpr(text, w.now)) {
+        _issue(w, path, `must be ${KIND_TEXT[kind]}, within the years 1 to 9999`);
       }
+    }
   }
 }
