@@ -82,10 +82,16 @@ const metricsRoute = createRoute({
   },
 });
 
+// An absent or null bound is an open end, as in Unomi's and Elasticsearch's range aggregations.
+const _rangeBound = z.union([z.number(), z.string().max(100)], {
+  error: "must be a number, a date string (ISO 8601, date math or epoch milliseconds), or " +
+    "null (or absent) for an open end",
+}).nullable().optional();
+
 const RangeSchema = z.object({
   key: z.string().min(1).max(100).optional(),
-  from: z.union([z.number(), z.string().max(100)]).optional(),
-  to: z.union([z.number(), z.string().max(100)]).optional(),
+  from: _rangeBound,
+  to: _rangeBound,
 }).strict();
 
 const aggregateRoute = createRoute({

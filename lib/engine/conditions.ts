@@ -40,8 +40,8 @@
  *   now-<n>d; fromDate/toDate are inclusive (toDate "now/d" includes all of today).
  * - Every compiled fragment is a plain boolean: never SQL NULL, so `not` is exact.
  *
- * The modules under `conditions/` hold the sections (vocabulary, properties, dates, regex,
- * validation, scope predicates, compilation); import them through this module. See
+ * The modules under `conditions/` hold the sections (vocabulary, properties, dates, values,
+ * regex, validation, normalization, scope predicates, compilation); import them through this module. See
  * docs/conditions.md for the language.
  *
  * @module
@@ -67,6 +67,7 @@ export {
   resolveProperty,
 } from "./conditions/properties.ts";
 export { resolveDateExpr } from "./conditions/dates.ts";
+export { dateText, integerValue, numberValue } from "./conditions/values.ts";
 export { parseCondition, validateCondition } from "./conditions/validation.ts";
 export { injectScopePredicate, scopePredicate, stripScopePredicates } from "./conditions/scope.ts";
 export { compileCondition, type CompileOptions } from "./conditions/compile.ts";

@@ -9,7 +9,9 @@ import { DomainError } from "../errors.ts";
 import {
   compileCondition,
   type Condition,
+  dateText,
   type ItemType,
+  numberValue,
   propertyExpression,
   type PropertySource,
   resolveDateExpr,
@@ -164,7 +166,7 @@ export interface Aggregate {
   type: "date" | "dateRange" | "numericRange";
   interval?: string;
   format?: string;
-  ranges?: { key?: string; from?: number | string; to?: number | string }[];
+  ranges?: { key?: string; from?: number | string | null; to?: number | string | null }[];
 }
 
 const _INTERVALS: Record<string, string> = {
@@ -245,10 +247,10 @@ export async function aggregate(
       : (await sql<{ n: number }[]>`select ${all} as n`)[0]!.n;
   } else {
     const ranges = spec.ranges ?? [];
-    const bounds = ranges.map((range) => ({
+    const bounds = ranges.map((range, i) => ({
       key: range.key,
-      from: _bound(range.from, spec.type, input.now),
-      to: _bound(range.to, spec.type, input.now),
+      from: _bound(range.from, spec.type, input.now, `$.aggregate.ranges[${i}].from`),
+      to: _bound(range.to, spec.type, input.now, `$.aggregate.ranges[${i}].to`),
     }));
     const counts = bounds.map((b, i) =>
       sql`, (count(*) filter (where v is not null
@@ -268,20 +270,37 @@ export async function aggregate(
   return { ...results, _all: totals.all, _filtered: totals.filtered, _missing: totals.missing };
 }
 
+/**
+ * A range bound: null or absent is an open end; a numericRange bound is a number (a decimal
+ * string too, as Unomi reads it); a dateRange bound is ISO 8601, date math or epoch milliseconds
+ * (a JSON integer or a string of digits). `path` names it in the error.
+ */
 function _bound(
-  value: number | string | undefined,
+  value: number | string | null | undefined,
   type: Aggregate["type"],
   now: Date,
+  path: string,
 ): number | Date | null {
-  if (value === undefined) return null;
+  if (value === undefined || value === null) return null;
   if (type === "numericRange") {
-    if (typeof value !== "number") {
-      throw new DomainError("invalid_input", "numericRange bounds are numbers");
+    const n = numberValue(value);
+    if (n === undefined) {
+      throw new DomainError(
+        "invalid_input",
+        `${path}: a numericRange bound must be a number (or null for an open end)`,
+      );
     }
-    return value;
+    return n;
   }
-  const date = typeof value === "string" ? (resolveDateExpr(value, now) ?? _iso(value)) : null;
-  if (!date) throw new DomainError("invalid_input", `not a date or date math: ${String(value)}`);
+  const text = dateText(value);
+  const date = text === undefined ? null : (resolveDateExpr(text, now) ?? _iso(text));
+  if (!date) {
+    throw new DomainError(
+      "invalid_input",
+      `${path}: a dateRange bound must be an ISO 8601 date, date math (now-30d/d) or epoch ` +
+        `milliseconds, or null for an open end; got ${JSON.stringify(value)}`,
+    );
+  }
   return date;
 }
 

@@ -282,6 +282,73 @@ Deno.test("query aggregate: numericRange, dateRange (with date math) and date hi
   });
 });
 
+Deno.test("query aggregate: open ends as null or absent bounds (Unomi's manual), errors name the path", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    // manual/src/main/asciidoc/queries-and-aggregations.adoc:288-319 (unomi-root-2.7.0): numeric
+    // ranges with "from": null and "to": null for the open ends; numbers as strings too.
+    const numeric = await query(ctx, a.key, "profile/properties.age/aggregate", {
+      aggregate: {
+        type: "numericRange",
+        ranges: [
+          { key: "Less than 25", from: null, to: 25 },
+          { key: "25 to 40", from: "25", to: 40 },
+          { key: "40 and more", from: 40, to: null },
+          { key: "any", to: 1000 },
+        ],
+      },
+    });
+    assert.equal(numeric.status, 200);
+    assert.deepEqual((await numeric.json()).results, {
+      "Less than 25": 2,
+      "25 to 40": 1,
+      "40 and more": 1,
+      any: 4,
+      _all: 5,
+      _filtered: 5,
+      _missing: 1,
+    });
+    // Lines 211-241: date ranges with null ends; epoch milliseconds as a bound too.
+    const dates = await query(ctx, a.key, "event/timeStamp/aggregate", {
+      aggregate: {
+        type: "dateRange",
+        ranges: [
+          { key: "before March", from: null, to: "2026-03-01T00:00:00Z" },
+          { key: "from March", from: Date.parse("2026-03-01T00:00:00Z"), to: null },
+          { key: "epoch text", from: String(Date.parse("2026-05-01T00:00:00Z")) },
+        ],
+      },
+    });
+    assert.equal(dates.status, 200);
+    const results = (await dates.json()).results;
+    assert.deepEqual(
+      [results["before March"], results["from March"], results["epoch text"]],
+      [2, 6, 1],
+    );
+    const refusals: [unknown, RegExp][] = [
+      [
+        { type: "numericRange", ranges: [{ from: true }] },
+        /aggregate\.ranges\.0\.from: must be a number, a date string .* or null \(or absent\) for an open end/,
+      ],
+      [
+        { type: "numericRange", ranges: [{ to: "ten" }] },
+        /\$\.aggregate\.ranges\[0\]\.to: a numericRange bound must be a number/,
+      ],
+      [
+        { type: "dateRange", ranges: [{ from: null }, { from: "last week" }] },
+        /\$\.aggregate\.ranges\[1\]\.from: a dateRange bound must be an ISO 8601 date/,
+      ],
+    ];
+    for (const [aggregate, message] of refusals) {
+      const res = await query(ctx, a.key, "event/timeStamp/aggregate", { aggregate });
+      assert.equal(res.status, 400, JSON.stringify(aggregate));
+      const body = await errorBody(res);
+      assert.match(body.error_description, message);
+      assert.doesNotMatch(body.error_description, /Invalid input/);
+    }
+  });
+});
+
 Deno.test("query: past its time budget a query answers 503, never hangs", {
   // PGlite runs one session, so a lock held by another connection cannot be waited on there.
   ignore: !DATABASE_URL,
