@@ -9,9 +9,6 @@ import { isObject } from "./shape.ts";
 import { dateText, integerValue, numberValue } from "./values.ts";
 import { type Condition, VALUE_PARAMS, type ValueKind } from "./vocabulary.ts";
 
-const _INTEGER_PARAMS = new Set(["numberOfDays", "minimumEventCount", "maximumEventCount"]);
-const _DATE_PARAMS = new Set(["fromDate", "toDate"]);
-
 function _canonical(kind: ValueKind, value: unknown): unknown {
   switch (kind) {
     case "integer":
@@ -37,9 +34,7 @@ export function normalizeCondition(raw: unknown): Condition {
       out[key] = spec.plural && Array.isArray(value)
         ? value.map((item) => _canonical(spec.kind, item))
         : _canonical(spec.kind, value);
-    } else if (_INTEGER_PARAMS.has(key)) out[key] = integerValue(value) ?? value;
-    else if (_DATE_PARAMS.has(key)) out[key] = dateText(value) ?? value;
-    else if (key === "subConditions" && Array.isArray(value)) {
+    } else if (key === "subConditions" && Array.isArray(value)) {
       out[key] = value.map(normalizeCondition);
     } else if (key === "subCondition" || key === "eventCondition") {
       out[key] = normalizeCondition(value);

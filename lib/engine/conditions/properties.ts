@@ -175,7 +175,7 @@ function _resolveSession(
     : "unknown session field";
   return {
     ok: false,
-    message: `${quote(name)}: ${why}; the session fields are ${_SESSION_NAMES}`,
+    message: `${quote(name)}: ${why} (session fields: ${_SESSION_NAMES})`,
   };
 }
 

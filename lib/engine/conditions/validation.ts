@@ -271,12 +271,13 @@ function _validatePastEvents(
   if (ec === undefined) _issue(w, ecPath, "is required");
   else _validateNode(w, ec, ecPath, "event", depth + 1);
 
-  const rawDays = own(params, "numberOfDays");
-  const days = integerValue(rawDays);
+  const days = own(params, "numberOfDays");
   const daysPath = _child(pvPath, "numberOfDays");
-  if (rawDays !== undefined) {
-    if (days === undefined || days < 1 || days > MAX_NUMBER_OF_DAYS) {
-      _issue(w, daysPath, `must be an integer from 1 to ${MAX_NUMBER_OF_DAYS}`);
+  if (days !== undefined) {
+    if (
+      !Number.isSafeInteger(days) || (days as number) < 1 || (days as number) > MAX_NUMBER_OF_DAYS
+    ) {
+      _issue(w, daysPath, `must be a JSON integer from 1 to ${MAX_NUMBER_OF_DAYS}${_NO_TEXT}`);
     } else if (own(params, "fromDate") !== undefined || own(params, "toDate") !== undefined) {
       _issue(w, daysPath, "cannot be combined with fromDate or toDate");
     }
@@ -284,7 +285,10 @@ function _validatePastEvents(
   for (const key of ["fromDate", "toDate"]) {
     const value = own(params, key);
     const path = _child(pvPath, key);
-    if (value !== undefined) _checkScalar(w, value, path, "dateExpr", false);
+    // Unomi 2.7 reads these as strings (PastEventConditionESQueryBuilder casts to String).
+    if (value !== undefined && _string(w, value, path)) {
+      _checkScalar(w, value, path, "dateExpr", false);
+    }
   }
   const operator = own(params, "operator");
   const operatorPath = _child(pvPath, "operator");
@@ -297,14 +301,15 @@ function _validatePastEvents(
   }
   const counts: Record<string, number | undefined> = {};
   for (const key of ["minimumEventCount", "maximumEventCount"]) {
-    const raw = own(params, key);
-    const value = integerValue(raw);
+    const value = own(params, key);
     const path = _child(pvPath, key);
-    if (raw === undefined) continue;
+    if (value === undefined) continue;
     if (notOccurred) _issue(w, path, "is not used with operator eventsNotOccurred");
-    else if (value === undefined || value < 0 || value > 1_000_000) {
-      _issue(w, path, "must be an integer from 0 to 1000000");
-    } else counts[key] = value;
+    else if (
+      !Number.isSafeInteger(value) || (value as number) < 0 || (value as number) > 1_000_000
+    ) {
+      _issue(w, path, `must be a JSON integer from 0 to 1000000${_NO_TEXT}`);
+    } else counts[key] = value as number;
   }
   const min = counts.minimumEventCount ?? 1;
   const max = counts.maximumEventCount;
@@ -312,6 +317,10 @@ function _validatePastEvents(
     _issue(w, _child(pvPath, "maximumEventCount"), `must be at least minimumEventCount (${min})`);
   }
 }
+
+// Unomi 2.7 casts pastEventCondition's counts to Integer: a string there makes the segment invalid
+// (itests SegmentIT.testSegmentWithInvalidConditionParameterTypes), unlike a property value.
+const _NO_TEXT = " (as in Unomi, a string is not read as a number here)";
 
 function _validDateExpr(value: string, now: Date): boolean {
   return dateMath(value, now, false) !== null && dateMath(value, now, true) !== null;
