@@ -1706,3 +1706,73 @@ Deno.test("compile: every operator and value kind runs on every kind of property
     }
   });
 });
+
+Deno.test("conditions: Unomi's value forms are accepted and stored in canonical form", () => {
+  const raw = and(
+    { type: "matchAllCondition" } as Condition,
+    prop("properties.age", "between", { propertyValuesInteger: ["20", 30] }),
+    prop("properties.score", "greaterThan", { propertyValueDouble: "-1.5e2" }),
+    prop("properties.seen", "in", {
+      propertyValuesDate: [1705314600000, "1705314600000", "2024-01-15T10:30:00Z"],
+    }),
+    prop("properties.seen", "lessThan", { propertyValueDateExpr: "1705314600000||+1d/d" }),
+    past(eventType("view"), { fromDate: "1705314600000" }),
+  );
+  const result = validateCondition(raw, { itemType: "profile" });
+  assert.ok(result.ok, JSON.stringify(result));
+  const subs = result.condition.parameterValues.subConditions as Condition[];
+  assert.deepEqual(subs[0], { type: "matchAllCondition", parameterValues: {} });
+  assert.deepEqual(subs[1]!.parameterValues.propertyValuesInteger, [20, 30]);
+  assert.equal(subs[2]!.parameterValues.propertyValueDouble, -150);
+  assert.deepEqual(subs[3]!.parameterValues.propertyValuesDate, [
+    "2024-01-15T10:30:00.000Z",
+    "1705314600000",
+    "2024-01-15T10:30:00Z",
+  ]);
+  assert.equal(subs[4]!.parameterValues.propertyValueDateExpr, "1705314600000||+1d/d");
+  // The input is never changed.
+  assert.deepEqual((raw.parameterValues.subConditions as Condition[])[0], {
+    type: "matchAllCondition",
+  });
+});
+
+Deno.test("conditions: absent parameterValues name each missing parameter; sessionPropertyCondition's fields", () => {
+  assert.deepEqual(paths(issues({ type: "profilePropertyCondition" })), [
+    "$.parameterValues.propertyName",
+    "$.parameterValues.comparisonOperator",
+  ]);
+  const session = (name: string) => ({
+    type: "sessionPropertyCondition",
+    parameterValues: { propertyName: name, comparisonOperator: "exists" },
+  });
+  for (const name of ["itemId", "profileId", "timeStamp", "lastEventDate", "size", "duration"]) {
+    assertValid(session(name));
+    assertValid(session(name), "event");
+    assertValid(past(session(name)));
+  }
+  for (
+    const [name, message] of [
+      ["properties.x", /sessions hold no properties/],
+      ["profile.properties.age", /a session's profile is not addressable/],
+      ["systemProperties.x", /systemProperties are out of scope/],
+      ["scope", /must not reference scope/],
+      ["firstEventAt", /unknown session field/],
+    ]
+  ) {
+    const found = issues(session(name as string));
+    assert.deepEqual(paths(found), ["$.parameterValues.propertyName"], name as string);
+    assert.match(found[0]!.message, message as RegExp);
+  }
+  // A session's duration is a number, its timeStamp a date.
+  assert.deepEqual(
+    paths(issues({
+      type: "sessionPropertyCondition",
+      parameterValues: {
+        propertyName: "duration",
+        comparisonOperator: "equals",
+        propertyValueDate: "2026-01-01",
+      },
+    })),
+    ["$.parameterValues.propertyValueDate"],
+  );
+});
