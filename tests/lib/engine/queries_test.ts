@@ -416,8 +416,19 @@ Deno.test("aggregate dateRange: keyed and derived keys, date math, [from, to)", 
       isBadRequest,
     );
     await assert.rejects(
-      profileAggregate(sql, { type: "dateRange", ranges: [{ to: 5 }] }, null),
+      profileAggregate(sql, { type: "dateRange", ranges: [{ to: 5.5 }] }, null),
       isBadRequest,
+    );
+    // Epoch milliseconds, as Elasticsearch reads a date range's bounds.
+    assert.deepEqual(
+      await profileAggregate(sql, {
+        type: "dateRange",
+        ranges: [{ key: "epoch", from: Date.parse("2026-01-20T00:00:00Z"), to: null }],
+      }, null),
+      await profileAggregate(sql, {
+        type: "dateRange",
+        ranges: [{ key: "epoch", from: "2026-01-20T00:00:00Z" }],
+      }, null),
     );
   });
 });
@@ -457,7 +468,12 @@ Deno.test("aggregate numericRange: keys, open bounds, [from, to), non-numbers mi
       _missing: 0,
     });
     assert.deepEqual(await ageRanges(sql, [], null), { _all: 7, _filtered: 7, _missing: 4 });
-    await assert.rejects(ageRanges(sql, [{ from: "1" }], null), isBadRequest);
+    await assert.rejects(ageRanges(sql, [{ from: "one" }], null), isBadRequest);
+    // A decimal string is a number, as Unomi reads a range bound.
+    assert.deepEqual(
+      await ageRanges(sql, [{ key: "k", from: "20", to: "30.5" }], null),
+      await ageRanges(sql, [{ key: "k", from: 20, to: 30.5 }], null),
+    );
   });
 });
 
