@@ -1,33 +1,58 @@
 /**
- * The service's entry (`deno task dev`): config, stores, the app, the forwarder, `Deno.serve`
- * and a bounded shutdown (docs/operations.md).
+ * The service's entry (`deno task start`, `deno task dev`, the Deno Deploy entrypoint): config,
+ * stores, the app, the forwarder, `Deno.serve` and a bounded shutdown (docs/operations.md).
  *
  * @module
  */
 import { createApp } from "./routes/app.ts";
 import { loadConfig } from "./lib/config.ts";
-import { log } from "./lib/log.ts";
+import { log, setLogLevel } from "./lib/log.ts";
 import { createEmbeddedEngine } from "./lib/engine/embedded.ts";
 import { ulidSource } from "./lib/ids.ts";
 import { startStatisticsRefresh } from "./lib/store/statistics.ts";
 import { openStores } from "./lib/store/stores.ts";
+import { failStart } from "./lib/start_failure.ts";
 import { startForwarder } from "./lib/ingest/forwarder.ts";
+import { createOutbox, type Outbox } from "./lib/ingest/outbox.ts";
 
-const config = loadConfig(Deno.env.toObject());
-const stores = await openStores(config, { serve: true });
+// Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
+// registers only those made at the top level before serving: this one drains the ingest outbox
+// (INGEST_QUEUE=outbox) of a batch accepted just before the last instance stopped.
+let outbox: Outbox | null = null;
+if (typeof Deno.cron === "function") {
+  Deno.cron("drain the ingest outbox", "* * * * *", () => outbox?.drained());
+}
+
+const config = (() => {
+  try {
+    return loadConfig(Deno.env.toObject());
+  } catch (err) {
+    return failStart(err);
+  }
+})();
+setLogLevel(config.logLevel);
+const stores = await openStores(config, { serve: true }).catch(failStart);
+if (config.ingestQueue === "outbox") {
+  outbox = createOutbox(stores.kv, {
+    newId: ulidSource(),
+    concurrency: config.forwarderConcurrency,
+  });
+}
+const kv = outbox?.kv ?? stores.kv;
 const now = () => new Date();
 const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const app = createApp({
-  kv: stores.kv,
+  kv,
   sql: stores.sql,
   engine,
   now,
   newId: ulidSource(),
   config,
+  log,
 });
 // FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).
 const forwarder = config.forwarder
-  ? startForwarder({ kv: stores.kv, engine, now, concurrency: config.forwarderConcurrency })
+  ? startForwarder({ kv, engine, now, concurrency: config.forwarderConcurrency })
   : Promise.resolve();
 
 // Embedded PGlite has no autovacuum: the owner refreshes the planner's statistics itself.
@@ -45,6 +70,8 @@ const server = Deno.serve({
     log("info", "listening", {
       url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
       database: stores.database.mode,
+      kv: config.kvPath ?? "default",
+      ingestQueue: config.ingestQueue,
       docs: `http://localhost:${port}/docs`,
     }),
 }, app.fetch);
@@ -63,6 +90,7 @@ async function shutdown() {
   await server.shutdown();
   await stopStatistics();
   // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
+  outbox?.stop();
   await stores.close();
   await forwarder.catch(() => {});
   Deno.exit(0);

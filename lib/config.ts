@@ -36,6 +36,9 @@ const envSchema = z.object({
   INSIGHTS_MAX_STALENESS_SECONDS: z.coerce.number().int().min(0).max(3600).default(120),
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   INGEST_MAX_BACKLOG: z.coerce.number().int().min(1).default(1_000_000),
+  INGEST_QUEUE: z.enum(["kv", "outbox"]).optional(),
+  MIGRATE: z.enum(["on", "off"]).default("on"),
+  LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
 });
 
 /** Validated service configuration. */
@@ -43,7 +46,8 @@ export interface Config {
   port: number;
   databaseUrl: string | undefined;
   dataDir: string;
-  kvPath: string;
+  /** Argument to `Deno.openKv`; undefined opens the platform's default database (Deno Deploy). */
+  kvPath: string | undefined;
   shopify: {
     apiKey: string | undefined;
     apiSecret: string | undefined;
@@ -78,9 +82,27 @@ export interface Config {
   bodyReadTimeoutMs: number;
   /** Queued events past which async ingest answers 503 `queue_full`. */
   ingestMaxBacklog: number;
+  /** Where accepted batches wait: Deno KV's queue, or an outbox in KV drained by polling. */
+  ingestQueue: "kv" | "outbox";
+  /** Whether start-up applies pending migrations (off: `deno task admin migrate` does). */
+  migrate: boolean;
+  /** The least severe log line written. */
+  logLevel: "debug" | "info" | "warn" | "error";
 }
 
-/** Builds the config from an environment map; throws a readable error naming bad variables. */
+/** An environment that does not validate, with the variables at fault. */
+export class ConfigError extends Error {
+  /** The invalid variables' names. */
+  readonly variables: string[];
+
+  constructor(variables: string[], message: string) {
+    super(message);
+    this.name = "ConfigError";
+    this.variables = variables;
+  }
+}
+
+/** Builds the config from an environment map; throws a {@linkcode ConfigError} naming them. */
 export function loadConfig(env: Record<string, string | undefined>): Config {
   // Empty strings mean "unset", as in a shell `FOO= deno task start`.
   const cleaned = Object.fromEntries(
@@ -89,14 +111,21 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const parsed = envSchema.safeParse(cleaned);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new Error(`invalid environment: ${problems.join("; ")}`);
+    throw new ConfigError(
+      [...new Set(parsed.error.issues.map((i) => i.path.join(".")))],
+      `invalid environment: ${problems.join("; ")}`,
+    );
   }
   const e = parsed.data;
+  // Without a KV path, with a database server and no data directory nothing needs a writable
+  // file system: KV is the platform's default database (on Deno Deploy, the app's own).
+  const kvPath = e.KV_PATH ??
+    (e.DATABASE_URL && cleaned.DATA_DIR === undefined ? undefined : `${e.DATA_DIR}/kv.sqlite3`);
   return {
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
     dataDir: e.DATA_DIR,
-    kvPath: e.KV_PATH ?? `${e.DATA_DIR}/kv.sqlite3`,
+    kvPath,
     shopify: {
       apiKey: e.SHOPIFY_API_KEY,
       apiSecret: e.SHOPIFY_API_SECRET,
@@ -122,5 +151,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     insightsMaxStalenessSeconds: e.INSIGHTS_MAX_STALENESS_SECONDS,
     bodyReadTimeoutMs: e.BODY_READ_TIMEOUT_MS,
     ingestMaxBacklog: e.INGEST_MAX_BACKLOG,
+    // The platform's default KV documents no queue delivery since Deploy Classic ended.
+    ingestQueue: e.INGEST_QUEUE ?? (kvPath === undefined ? "outbox" : "kv"),
+    migrate: e.MIGRATE === "on",
+    logLevel: e.LOG_LEVEL,
   };
 }

@@ -20,6 +20,7 @@ import { queryRoutes } from "./query.ts";
 import { segmentRoutes } from "./segments.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import { accessLog } from "../lib/http/access_log.ts";
 import { apiKeyAuth, sessionTokenAuth } from "../lib/http/auth.ts";
 import { bodyLimit } from "../lib/http/body_limit.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
@@ -27,6 +28,7 @@ import { onError, onNotFound } from "../lib/http/errors.ts";
 import { createBrandCache } from "../lib/tenancy/brands.ts";
 import { createGroupCommit } from "../lib/store/kv_group_commit.ts";
 import { routeGuard } from "../lib/http/route_guard.ts";
+import { routeSpan } from "../lib/http/route_span.ts";
 import { newRouter } from "../lib/http/openapi.ts";
 import { rateCounterWindow, rateLimit, type RateLimitPolicy } from "../lib/http/rate_limit.ts";
 import { usageMeter } from "../lib/http/usage.ts";
@@ -53,6 +55,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     description: "A Shopify session token (HS256 JWT from App Bridge) for key management",
   });
 
+  // First, so that the access log and the span see every request, the rejected ones included.
+  if (deps.log) app.use(accessLog({ log: deps.log }));
+  app.use(routeSpan());
   app.use(requestId({ generator: () => deps.newId() }));
   app.use(cors({
     origin: "*",

@@ -4,30 +4,45 @@
  * @module
  */
 import { loadConfig } from "../lib/config.ts";
-import { log } from "../lib/log.ts";
+import { log, setLogLevel } from "../lib/log.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
+import { ulidSource } from "../lib/ids.ts";
 import { startForwarder } from "../lib/ingest/forwarder.ts";
+import { createOutbox } from "../lib/ingest/outbox.ts";
+import { failStart } from "../lib/start_failure.ts";
 import { openStores } from "../lib/store/stores.ts";
 
 // A delivery waiting for the database must not hold the process: it ends within this.
 const _SHUTDOWN_MS = 10_000;
 
-const config = loadConfig(Deno.env.toObject());
+const config = (() => {
+  try {
+    return loadConfig(Deno.env.toObject());
+  } catch (err) {
+    return failStart(err);
+  }
+})();
+setLogLevel(config.logLevel);
 // Serving: when the worker starts first it owns the embedded database and the service connects
 // to it, so the engine's work stays off the service's event loop.
-const stores = await openStores(config, { serve: true });
+const stores = await openStores(config, { serve: true }).catch(failStart);
+const outbox = config.ingestQueue === "outbox"
+  ? createOutbox(stores.kv, { newId: ulidSource(), concurrency: config.forwarderConcurrency })
+  : null;
 const now = () => new Date();
 const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const running = startForwarder({
-  kv: stores.kv,
+  kv: outbox?.kv ?? stores.kv,
   engine,
   now,
   concurrency: config.forwarderConcurrency,
-  wakeMs: 250,
+  // The outbox is polled; only KV's queue needs waking for another process's messages.
+  wakeMs: outbox ? undefined : 250,
 });
 log("info", "forwarder running", {
   database: stores.database.mode,
   concurrency: config.forwarderConcurrency,
+  ingestQueue: config.ingestQueue,
 });
 
 let stopping = false;
@@ -36,6 +51,7 @@ async function shutdown() {
   stopping = true;
   setTimeout(() => Deno.exit(1), _SHUTDOWN_MS);
   // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
+  outbox?.stop();
   await stores.close();
   await running.catch(() => {});
   Deno.exit(0);

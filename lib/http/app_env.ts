@@ -7,6 +7,7 @@
  * @module
  */
 import type { Config } from "../config.ts";
+import type { LogLevel } from "../log.ts";
 import type { Sql } from "../store/db.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { ShopifyAdmin } from "../shopify/admin_client.ts";
@@ -27,6 +28,8 @@ export interface AppDeps {
   config: Config;
   /** The Shopify Admin API client; built from `config` when absent. */
   shopify?: ShopifyAdmin;
+  /** Where the access log goes (lib/log.ts); no access log when absent. */
+  log?: (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
 }
 
 /** Hono environment shared by every route and middleware: the middlewares' variables together. */

@@ -157,6 +157,10 @@ const _POSTGRES_OPTIONS = {
   connect_timeout: 5,
 };
 
+// PGlite's one user, named: the driver would otherwise ask the OS for the user name, which
+// needs a permission (--allow-sys) the service does not otherwise take.
+const _EMBEDDED_OPTIONS = { ..._POSTGRES_OPTIONS, user: "postgres" };
+
 /**
  * Opens Postgres from `databaseUrl`, else the embedded PGlite under `dataDir/pg`.
  *
@@ -183,7 +187,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
       }
       if (await _socketAccepts(socketPath)) {
         lockFile.close();
-        const sql = postgres({ ..._POSTGRES_OPTIONS, path: socketPath, max: options.max ?? 1 });
+        const sql = postgres({ ..._EMBEDDED_OPTIONS, path: socketPath, max: options.max ?? 1 });
         await sql`select 1`;
         return { sql, mode: "embedded-client", close: () => sql.end({ timeout: 5 }) };
       }
@@ -265,7 +269,7 @@ export async function servePglite(
 ): Promise<{ sql: Sql; stop(): Promise<void> }> {
   await Deno.remove(socketPath).catch(() => {});
   const server = await startPgliteServer(pglite, socketPath);
-  const sql = postgres({ ..._POSTGRES_OPTIONS, path: socketPath, max });
+  const sql = postgres({ ..._EMBEDDED_OPTIONS, path: socketPath, max });
   return {
     sql,
     async stop() {

@@ -118,3 +118,13 @@ export function ingestBacklogUndeliveredKey(messageId: string): Deno.KvKey {
 export function ingestBacklogUndeliveredPrefix(): Deno.KvKey {
   return ["ingest_backlog", "undelivered"];
 }
+
+/** A message waiting in the ingest outbox (`INGEST_QUEUE=outbox`), by a time-ordered id. */
+export function ingestOutboxKey(entryId: string): Deno.KvKey {
+  return ["ingest_outbox", entryId];
+}
+
+/** Prefix of every {@linkcode ingestOutboxKey}, oldest first. */
+export function ingestOutboxPrefix(): Deno.KvKey {
+  return ["ingest_outbox"];
+}

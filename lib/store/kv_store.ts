@@ -13,8 +13,11 @@
 const _RETRIED = new Set<PropertyKey>(["get", "getMany", "set", "delete", "enqueue"]);
 const _ATTEMPTS = 20;
 
-/** Opens KV at `path` (a file, `:memory:` or a KV Connect URL) with busy retries. */
-export async function openKv(path: string): Promise<Deno.Kv> {
+/**
+ * Opens KV at `path` (a file, `:memory:` or a KV Connect URL; undefined: the platform's default
+ * database) with busy retries.
+ */
+export async function openKv(path: string | undefined): Promise<Deno.Kv> {
   return withBusyRetry(await Deno.openKv(path));
 }
 

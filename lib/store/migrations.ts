@@ -607,3 +607,16 @@ export async function migrate(
     return applied;
   });
 }
+
+/** Versions of `migrations` not applied yet (all of them before the first migration). */
+export async function pendingMigrations(
+  sql: Sql,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<number[]> {
+  const [table] = await sql<{ exists: boolean }[]>`
+    select to_regclass('schema_migrations') is not null as exists`;
+  if (!table?.exists) return migrations.map((migration) => migration.version);
+  const rows = await sql<{ version: number }[]>`select version from schema_migrations`;
+  const done = new Set(rows.map((row) => row.version));
+  return migrations.map((migration) => migration.version).filter((version) => !done.has(version));
+}

@@ -2,7 +2,7 @@
  * Storage: the service's two stores. This group owns Postgres (db.ts; embedded PGlite served by
  * pglite_server.ts; the schema in migrations.ts; planner statistics in statistics.ts) and Deno
  * KV (kv_store.ts, the key space in kv_keys.ts, group commit in kv_group_commit.ts). This
- * module opens both from config and migrates. See docs/architecture.md.
+ * module opens both from config and migrates unless `MIGRATE=off`. See docs/architecture.md.
  *
  * @module
  */
@@ -19,36 +19,84 @@ export interface Stores {
   close(): Promise<void>;
 }
 
-/** Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations. */
-export async function openStores(config: Config, options: { serve: boolean }): Promise<Stores> {
-  const isFilePath = config.kvPath !== ":memory:" && !/^https?:\/\//.test(config.kvPath);
-  if (isFilePath) {
-    const dir = config.kvPath.includes("/")
-      ? config.kvPath.slice(0, config.kvPath.lastIndexOf("/"))
-      : ".";
-    await Deno.mkdir(dir || "/", { recursive: true });
+/** A store that could not be opened, with the variable that chose it (for the start-up log). */
+export class StoreOpenError extends Error {
+  /** The store at fault: `database`, `kv` or `migrations`. */
+  readonly store: "database" | "kv" | "migrations";
+  /** The environment variable to look at. */
+  readonly variable: string;
+
+  constructor(
+    store: "database" | "kv" | "migrations",
+    variable: string,
+    message: string,
+    options: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = "StoreOpenError";
+    this.store = store;
+    this.variable = variable;
   }
-  const database = await openDatabase({
-    databaseUrl: config.databaseUrl,
-    dataDir: config.dataDir,
-    serve: options.serve,
-  });
+}
+
+/**
+ * Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations; a failure
+ * is a {@linkcode StoreOpenError} naming the store and its variable.
+ */
+export async function openStores(config: Config, options: { serve: boolean }): Promise<Stores> {
+  const database = await _openDatabase(config, options);
   let kv: Deno.Kv | undefined;
   try {
-    kv = await openKv(config.kvPath);
-    await migrate(database.sql);
+    kv = await _openKv(config);
+    if (config.migrate) {
+      await migrate(database.sql).catch((err) => {
+        throw new StoreOpenError("migrations", "MIGRATE", `migrations failed: ${err}`, {
+          cause: err,
+        });
+      });
+    }
+    const opened = kv;
+    return {
+      kv: opened,
+      sql: database.sql,
+      database,
+      async close() {
+        opened.close();
+        await database.close();
+      },
+    };
   } catch (err) {
     kv?.close();
     await database.close();
     throw err;
   }
-  return {
-    kv,
-    sql: database.sql,
-    database,
-    async close() {
-      kv.close();
-      await database.close();
-    },
-  };
+}
+
+async function _openDatabase(config: Config, options: { serve: boolean }): Promise<Database> {
+  try {
+    return await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      serve: options.serve,
+    });
+  } catch (err) {
+    const [variable, what] = config.databaseUrl
+      ? ["DATABASE_URL", "the PostgreSQL server at DATABASE_URL is unreachable"]
+      : ["DATA_DIR", `the embedded database under DATA_DIR (${config.dataDir}) cannot be opened`];
+    throw new StoreOpenError("database", variable, `${what}: ${err}`, { cause: err });
+  }
+}
+
+async function _openKv(config: Config): Promise<Deno.Kv> {
+  const path = config.kvPath;
+  try {
+    if (path !== undefined && path !== ":memory:" && !/^https?:\/\//.test(path)) {
+      const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
+      await Deno.mkdir(dir || "/", { recursive: true });
+    }
+    return await openKv(path);
+  } catch (err) {
+    const where = path === undefined ? "the default Deno KV database" : `Deno KV at ${path}`;
+    throw new StoreOpenError("kv", "KV_PATH", `${where} cannot be opened: ${err}`, { cause: err });
+  }
 }

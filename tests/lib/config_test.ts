@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { loadConfig } from "../../lib/config.ts";
+import { ConfigError, loadConfig } from "../../lib/config.ts";
 
 const VALID_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(7)));
 
@@ -37,6 +37,36 @@ Deno.test("config: defaults", () => {
     adminOrigin: "https://{shop}",
     apiVersion: "2025-10",
   });
+});
+
+Deno.test("config: with a DATABASE_URL and neither KV_PATH nor DATA_DIR, KV is the default database", () => {
+  const url = "postgres://cdp@db.internal:5432/cdp";
+  const deploy = loadConfig({ DATABASE_URL: url });
+  assert.equal(deploy.kvPath, undefined);
+  assert.equal(deploy.ingestQueue, "outbox");
+  assert.equal(loadConfig({ DATABASE_URL: url, INGEST_QUEUE: "kv" }).ingestQueue, "kv");
+  const local = loadConfig({ DATABASE_URL: url, DATA_DIR: "/srv/cdp" });
+  assert.equal(local.kvPath, "/srv/cdp/kv.sqlite3");
+  assert.equal(local.ingestQueue, "kv");
+  assert.equal(loadConfig({ DATABASE_URL: url, KV_PATH: ":memory:" }).kvPath, ":memory:");
+  assert.equal(loadConfig({ INGEST_QUEUE: "outbox" }).ingestQueue, "outbox");
+});
+
+Deno.test("config: MIGRATE and LOG_LEVEL", () => {
+  assert.equal(loadConfig({}).migrate, true);
+  assert.equal(loadConfig({ MIGRATE: "off" }).migrate, false);
+  assert.equal(loadConfig({}).logLevel, "info");
+  assert.equal(loadConfig({ LOG_LEVEL: "warn" }).logLevel, "warn");
+  assertInvalid({ MIGRATE: "later" }, "MIGRATE");
+  assertInvalid({ LOG_LEVEL: "loud" }, "LOG_LEVEL");
+  assertInvalid({ INGEST_QUEUE: "sqs" }, "INGEST_QUEUE");
+});
+
+Deno.test("config: an invalid environment is a ConfigError listing the variables", () => {
+  assert.throws(
+    () => loadConfig({ PORT: "x", LOG_LEVEL: "loud" }),
+    (err: unknown) => err instanceof ConfigError && err.variables.join() === "PORT,LOG_LEVEL",
+  );
 });
 
 Deno.test("config: KV_PATH follows DATA_DIR unless set", () => {

@@ -18,6 +18,7 @@ Deno.test("openapi: /openapi.json validates as OpenAPI 3.1 and documents every r
     assert.equal(doc.components.securitySchemes.apiKey.scheme, "bearer");
     assert.ok(doc.components.schemas.Error);
     assert.ok(doc.paths["/healthz"].get);
+    assert.ok(doc.paths["/readyz"].get);
   });
 });
 
@@ -41,5 +42,26 @@ Deno.test("healthz: ok when both stores answer, 503 envelope when the database i
     const down = await ctx.app.request("/healthz");
     assert.equal(down.status, 503);
     assert.equal((await errorBody(down)).error, "service_unavailable");
+  });
+});
+
+Deno.test("readyz: ready when both stores answer and every migration is applied, 503 otherwise", async () => {
+  await withContext(async (ctx) => {
+    const ok = await ctx.app.request("/readyz");
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await ok.json(), { status: "ready" });
+    const [last] = await ctx.sql<{ version: number }[]>`
+      delete from schema_migrations
+      where version = (select max(version) from schema_migrations) returning version`;
+    const pending = await ctx.app.request("/readyz");
+    assert.equal(pending.status, 503);
+    assert.equal(pending.headers.get("Retry-After"), "5");
+    const body = await errorBody(pending);
+    assert.equal(body.error, "service_unavailable");
+    assert.match(body.error_description, new RegExp(`migrations not applied: ${last!.version}\\b`));
+    await ctx.sql.end();
+    const gone = await ctx.app.request("/readyz");
+    assert.equal(gone.status, 503);
+    assert.equal((await errorBody(gone)).error, "service_unavailable");
   });
 });

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import type { Sql } from "../../../lib/store/db.ts";
-import { migrate, type Migration, MIGRATIONS } from "../../../lib/store/migrations.ts";
+import {
+  migrate,
+  type Migration,
+  MIGRATIONS,
+  pendingMigrations,
+} from "../../../lib/store/migrations.ts";
 import { DATABASE_URL, eventually, freshDatabase } from "../../test_support.ts";
 
 const PROBE: Migration = {
@@ -373,3 +378,17 @@ Deno.test(
     }
   },
 );
+
+Deno.test("pendingMigrations: none on a migrated database, the appended one before it runs", async () => {
+  const database = await freshDatabase();
+  try {
+    assert.deepEqual(await pendingMigrations(database.sql), []);
+    assert.deepEqual(await pendingMigrations(database.sql, [...MIGRATIONS, PROBE]), [9999]);
+    await migrate(database.sql, [...MIGRATIONS, PROBE]);
+    assert.deepEqual(await pendingMigrations(database.sql, [...MIGRATIONS, PROBE]), []);
+    await database.sql`drop table schema_migrations`;
+    assert.deepEqual(await pendingMigrations(database.sql), MIGRATIONS.map((m) => m.version));
+  } finally {
+    await database.close();
+  }
+});

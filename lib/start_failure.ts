@@ -1,0 +1,25 @@
+/**
+ * How an entry point reports what stopped its start: one JSON log line naming the variable or the
+ * store at fault (never a stack trace), and exit status 1.
+ *
+ * @module
+ */
+import { ConfigError } from "./config.ts";
+import { log } from "./log.ts";
+import { StoreOpenError } from "./store/stores.ts";
+
+/** The log fields that name a start-up failure's cause. */
+export function startFailureFields(err: unknown): Record<string, unknown> {
+  const named = err instanceof ConfigError
+    ? { variables: err.variables }
+    : err instanceof StoreOpenError
+    ? { store: err.store, variable: err.variable }
+    : {};
+  return { ...named, error: err instanceof Error ? err.message : String(err) };
+}
+
+/** Logs "start-up failed" with {@linkcode startFailureFields} and ends the process (status 1). */
+export function failStart(err: unknown): never {
+  log("error", "start-up failed", startFailureFields(err));
+  Deno.exit(1);
+}
