@@ -6,6 +6,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import {
   type ApiKeyRecord,
+  apiKeyView,
   deleteApiKey,
   issueApiKey,
   listApiKeys,
@@ -160,7 +161,7 @@ export function keyRoutes(deps: AppDeps) {
       const page = c.req.valid("query");
       assertWithinWindow(page);
       const records = await listApiKeys(deps.kv, auth.brandId);
-      const list = records.slice(page.offset, page.offset + page.limit).map(_view);
+      const list = records.slice(page.offset, page.offset + page.limit).map(apiKeyView);
       return c.json(
         { ...offsetPage({ list, total: records.length }, page), scope: auth.scope },
         200,
@@ -189,7 +190,7 @@ export function keyRoutes(deps: AppDeps) {
         keyId: c.req.valid("json").id,
       });
       if (!revoked) throw notFound();
-      return c.json(_view(revoked), 200);
+      return c.json(apiKeyView(revoked), 200);
     })
     .openapi(remove, async (c) => {
       const auth = c.get("auth");
@@ -203,18 +204,6 @@ export function keyRoutes(deps: AppDeps) {
       }
       return c.body(null, 204);
     });
-}
-
-function _view(record: ApiKeyRecord) {
-  return {
-    id: record.id,
-    name: record.name,
-    prefix: record.prefix,
-    created_at: record.created_at,
-    last_used_at: record.last_used_at,
-    expires_at: record.expires_at,
-    revoked_at: record.revoked_at,
-  };
 }
 
 function _issued(record: ApiKeyRecord, key: string, scope: string | null) {

@@ -19,8 +19,14 @@ export interface Stores {
   close(): Promise<void>;
 }
 
-/** Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations. */
-export async function openStores(config: Config, options: { serve: boolean }): Promise<Stores> {
+/**
+ * Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations (unless
+ * `migrate` is false: the `migrate` command applies them itself, to report them).
+ */
+export async function openStores(
+  config: Config,
+  options: { serve: boolean; migrate?: boolean },
+): Promise<Stores> {
   const isFilePath = config.kvPath !== ":memory:" && !/^https?:\/\//.test(config.kvPath);
   if (isFilePath) {
     const dir = config.kvPath.includes("/")
@@ -36,7 +42,7 @@ export async function openStores(config: Config, options: { serve: boolean }): P
   let kv: Deno.Kv | undefined;
   try {
     kv = await openKv(config.kvPath);
-    await migrate(database.sql);
+    if (options.migrate !== false) await migrate(database.sql);
   } catch (err) {
     kv?.close();
     await database.close();
