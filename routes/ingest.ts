@@ -15,7 +15,7 @@ import { HttpError } from "../lib/http/errors.ts";
 import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
 import { findEventType } from "../lib/engine/event_types.ts";
 import { IngestEventSchema, parseJsonBody, queueBatch, validateBatch } from "../lib/ingest/edge.ts";
-import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { hitRateLimit } from "../lib/http/rate_limit.ts";
 
 /** Limits of the browser proxy: tighter than server-side ingest. */
@@ -23,6 +23,7 @@ export const MAX_PIXEL_BODY_BYTES = 64 * 1024;
 export const MAX_PIXEL_BATCH = 20;
 
 const pixelIngest = createRoute({
+  operationId: "ingestPixelEvents",
   method: "post",
   path: "/cdp/ingest",
   tags: ["Events"],
@@ -32,6 +33,7 @@ const pixelIngest = createRoute({
     `event types; at most ${MAX_PIXEL_BATCH} events and 64 KB; a per-client rate limit. ` +
     "Profiles created here have pixel provenance; ids starting with store_ are reserved for " +
     "server-side identities.",
+  security: noSecurity,
   request: {
     query: z.object({
       shop: z.string().min(1).max(255).openapi({ example: "acme.myshopify.com" }),
@@ -44,6 +46,13 @@ const pixelIngest = createRoute({
             zod.strictObject({ events: zod.array(IngestEventSchema).min(1).max(MAX_PIXEL_BATCH) }),
             { target: "draft-2020-12" },
           ) as never,
+          example: {
+            events: [{
+              eventType: "product_viewed",
+              profileId: "anon_5f2c9a1e",
+              properties: { productId: "632910392" },
+            }],
+          },
         },
       },
     },
@@ -61,6 +70,7 @@ const pixelIngest = createRoute({
             })),
             scope: z.string(),
           }),
+          example: { accepted: 1, rejected: [], scope: "acme.myshopify.com" },
         },
       },
     },

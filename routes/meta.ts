@@ -6,20 +6,21 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { HttpError } from "../lib/http/errors.ts";
-import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { errorResponses, jsonResponse, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { DOCS_PAGE } from "./docs_page.ts";
 
 const health = createRoute({
+  operationId: "getHealth",
   method: "get",
   path: "/healthz",
   tags: ["Meta"],
   summary: "Liveness and store reachability",
+  security: noSecurity,
   responses: {
-    200: {
-      description: "Both stores answer",
-      content: { "application/json": { schema: z.object({ status: z.literal("ok") }) } },
-    },
-    ...errorResponses(503),
+    200: jsonResponse(z.object({ status: z.literal("ok") }), "Both stores answer", {
+      status: "ok",
+    }),
+    ...errorResponses(405, 503),
   },
 });
 
@@ -60,6 +61,8 @@ export function metaRoutes(deps: Pick<AppDeps, "kv" | "sql">, app: OpenAPIHono<A
         description: "Events, profiles, segments, queries, commerce and insights for one brand " +
           "per API key. Errors use the envelope { error, error_description }.",
       },
+      // Relative: the service that serves this document, wherever it is deployed.
+      servers: [{ url: "/", description: "This service" }],
     });
     return c.json(document);
   });
