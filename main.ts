@@ -20,6 +20,7 @@ const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const app = createApp({
   kv: stores.kv,
   sql: stores.sql,
+  database: stores.database,
   engine,
   now,
   newId: ulidSource(),

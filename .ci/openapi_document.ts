@@ -14,7 +14,12 @@ import { openStores } from "../lib/store/stores.ts";
 const outDir = Deno.args[0];
 if (!outDir) throw new Error("usage: openapi_document.ts OUT_DIR");
 const dataDir = await Deno.makeTempDir();
-const config = loadConfig({ DATA_DIR: dataDir, KV_PATH: ":memory:" });
+// With an admin token, so that the operator document exists to be linted too.
+const config = loadConfig({
+  DATA_DIR: dataDir,
+  KV_PATH: ":memory:",
+  ADMIN_TOKEN: crypto.randomUUID() + crypto.randomUUID(),
+});
 const stores = await openStores(config, { serve: false });
 try {
   const now = () => new Date();
@@ -26,10 +31,12 @@ try {
     newId: ulidSource(),
     config,
   });
-  const res = await app.request("/openapi.json");
-  if (res.status !== 200) throw new Error(`/openapi.json answered ${res.status}`);
-  await Deno.writeTextFile(`${outDir}/openapi.json`, await res.text());
-  console.log(`${outDir}/openapi.json`);
+  for (const [path, file] of [["/openapi.json", "openapi"], ["/openapi.json?admin=1", "admin"]]) {
+    const res = await app.request(path);
+    if (res.status !== 200) throw new Error(`${path} answered ${res.status}`);
+    await Deno.writeTextFile(`${outDir}/${file}.json`, await res.text());
+    console.log(`${outDir}/${file}.json`);
+  }
 } finally {
   await stores.close();
   await Deno.remove(dataDir, { recursive: true });

@@ -36,6 +36,10 @@ const envSchema = z.object({
   INSIGHTS_MAX_STALENESS_SECONDS: z.coerce.number().int().min(0).max(3600).default(120),
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   INGEST_MAX_BACKLOG: z.coerce.number().int().min(1).default(1_000_000),
+  ADMIN_TOKEN: z.string().min(32, "at least 32 characters (openssl rand -base64 32)")
+    .regex(/^[\x21-\x7e]+$/, "printable ASCII without spaces").optional(),
+  ADMIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  ADMIN_URL: z.string().url().regex(/^https?:\/\//, "an http(s) URL").optional(),
 });
 
 /** Validated service configuration. */
@@ -78,6 +82,12 @@ export interface Config {
   bodyReadTimeoutMs: number;
   /** Queued events past which async ingest answers 503 `queue_full`. */
   ingestMaxBacklog: number;
+  /** The operator API's bearer token; unset, `/admin` does not exist. */
+  adminToken: string | undefined;
+  /** Requests to `/admin` per client address per minute, failed ones included. */
+  adminRateLimitPerMinute: number;
+  /** The CLI runs its commands on the service at this URL (with `adminToken`) instead. */
+  adminUrl: string | undefined;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -122,5 +132,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     insightsMaxStalenessSeconds: e.INSIGHTS_MAX_STALENESS_SECONDS,
     bodyReadTimeoutMs: e.BODY_READ_TIMEOUT_MS,
     ingestMaxBacklog: e.INGEST_MAX_BACKLOG,
+    adminToken: e.ADMIN_TOKEN,
+    adminRateLimitPerMinute: e.ADMIN_RATE_LIMIT_PER_MINUTE,
+    adminUrl: e.ADMIN_URL?.replace(/\/+$/, ""),
   };
 }

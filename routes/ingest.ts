@@ -4,13 +4,12 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { Context } from "hono";
-import { getConnInfo } from "hono/deno";
 import { z as zod } from "zod";
-import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
 import { findPixelShop, parseShopDomain } from "../lib/tenancy/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { bufferBody } from "../lib/http/body_limit.ts";
+import { clientAddress } from "../lib/http/client_address.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
 import { findEventType } from "../lib/engine/event_types.ts";
@@ -97,7 +96,7 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
     c.header("Access-Control-Allow-Origin", origin);
     c.header("Vary", "Origin");
 
-    const client = _clientAddress(c, deps.config.trustProxy);
+    const client = clientAddress(c, deps.config.trustProxy);
     const policy = { name: "pixel", limit: deps.config.pixelRateLimitPerMinute, windowMs: 60_000 };
     const limited = await hitRateLimit(deps.kv, policy, `${pixelShop.scope}|${client}`, deps.now());
     if (!limited.allowed) {
@@ -140,17 +139,4 @@ function _pixelCheck(event: IngestEvent): { error: string; field: string } | nul
     };
   }
   return null;
-}
-
-function _clientAddress(c: Context<AppEnv>, trustProxy: boolean): string {
-  if (trustProxy) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
-    if (forwarded) return forwarded;
-  }
-  try {
-    return getConnInfo(c).remote.address ?? "unknown";
-  } catch {
-    // In-process requests (tests) carry no connection.
-    return "unknown";
-  }
 }

@@ -1,6 +1,7 @@
 /**
  * The operator CLI (`deno task admin`): the command registry, finding a command in argv, its
- * help, and running it against the stores the environment names. See docs/operations.md.
+ * help, and running it: against the stores the environment names, or against a running service's
+ * operator API when ADMIN_URL is set (remote.ts). See docs/operations.md.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import { type Command, type CommandIo, type Commands, UsageError } from "./comma
 import { deadLetterCommands } from "./deadletter_commands.ts";
 import { importCommands } from "./import_commands.ts";
 import { withProgress } from "./progress.ts";
+import { RemoteError, runRemote } from "./remote.ts";
 import { schemaCommands } from "./schema_commands.ts";
 
 /** Every command, by name; `help` lists them in this order. */
@@ -34,7 +36,8 @@ export function usageText(commands: Commands = COMMANDS): string {
 ${lines.join("\n")}
 
 Each success prints one JSON object on stdout and exits 0; a failure prints a
-message on stderr and exits non-zero (2 for a usage error).`;
+message on stderr and exits non-zero (2 for a usage error). With ADMIN_URL and
+ADMIN_TOKEN set, commands run on that service instead (docs/operations.md).`;
 }
 
 /** One command's help: its synopsis, what it does, and the options every command takes. */
@@ -56,7 +59,7 @@ export function findCommand(
   return null;
 }
 
-/** Runs one operator command against the stores `env` names; returns the process exit code. */
+/** Runs one operator command (locally, or remotely with ADMIN_URL); returns the exit code. */
 export async function runAdmin(
   argv: string[],
   env: Record<string, string | undefined>,
@@ -83,15 +86,25 @@ export async function runAdmin(
     const input = command.parse(args);
     const config = loadConfig(env);
     const io = _localIo(progress);
-    stores = await openStores(config, {
-      serve: false,
-      migrate: command.beforeMigrations !== true,
-    });
-    console.log(JSON.stringify(await command.run(stores, input, config, io)));
+    let output: unknown;
+    if (config.adminUrl === undefined) {
+      stores = await openStores(config, {
+        serve: false,
+        migrate: command.beforeMigrations !== true,
+      });
+      output = await command.run(stores, input, config, io);
+    } else {
+      output = await runRemote(
+        { url: config.adminUrl, token: config.adminToken },
+        { name, args, file: command.input?.(input) },
+        io,
+      );
+    }
+    console.log(JSON.stringify(output));
     return 0;
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    if (err instanceof UsageError) {
+    if (err instanceof UsageError || (err instanceof RemoteError && err.usage)) {
       console.error(
         `error: ${message}\nusage: deno task admin ${name} ${command.usage} (--help for more)`,
       );

@@ -10,13 +10,14 @@ import { parseArgs } from "node:util";
 import { DomainError } from "../errors.ts";
 import { findBrandContext } from "../tenancy/brands.ts";
 import type { Config } from "../config.ts";
+import type { Database } from "../store/db.ts";
 import type { Stores } from "../store/stores.ts";
 
 /** A bad command line: the CLI prints it with the usage and exits 2. */
 export class UsageError extends Error {}
 
 /** The stores a command works on: the CLI's own, or the running service's. */
-export type CommandStores = Pick<Stores, "kv" | "sql" | "database">;
+export type CommandStores = Pick<Stores, "kv" | "sql"> & { database: Pick<Database, "mode"> };
 
 /** How a command reaches its file input, wherever it runs. */
 export interface CommandIo {
@@ -135,4 +136,9 @@ export async function requireBrand(stores: CommandStores, brandId: string): Prom
   if (!(await findBrandContext(stores.sql, brandId))) {
     throw new DomainError("not_found", `no brand ${brandId}`);
   }
+}
+
+/** A command's name in a URL: its words joined by `-` (`brand create` is `brand-create`). */
+export function commandSlug(name: string): string {
+  return name.replaceAll(" ", "-");
 }

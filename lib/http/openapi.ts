@@ -22,6 +22,8 @@ const _DESCRIPTIONS: Record<number, string> = {
   405: "Method not allowed on this route",
   408: "Body not received within BODY_READ_TIMEOUT_MS",
   413: "Body too large",
+  415: "Unsupported Content-Type",
+  422: "The operator command failed",
   429: "Throttled; see Retry-After",
   502: "Upstream error",
   503:
@@ -37,6 +39,8 @@ const _EXAMPLES: Record<number, { error: string; error_description: string }> = 
   405: { error: "method_not_allowed", error_description: "Method not allowed" },
   408: { error: "request_timeout", error_description: "Request body not received in time" },
   413: { error: "payload_too_large", error_description: "Request body exceeds 1048576 bytes" },
+  415: { error: "unsupported_media_type", error_description: "Unsupported Media Type" },
+  422: { error: "command_failed", error_description: "the events are not valid JSON" },
   429: {
     error: "rate_limited",
     error_description: "Rate limit of 1200 requests per 60s exceeded; retry after 12s",
