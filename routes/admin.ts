@@ -13,6 +13,7 @@ import {
   type CommandStores,
   UsageError,
 } from "../lib/admin/command.ts";
+import { ADMIN_ARGS_HEADER } from "../lib/admin/remote.ts";
 import { DomainError } from "../lib/errors.ts";
 import { adminAuth } from "../lib/http/admin_auth.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
@@ -22,9 +23,6 @@ import { HttpError } from "../lib/http/errors.ts";
 import { errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
 import { rateLimit } from "../lib/http/rate_limit.ts";
 import { databaseFailure } from "../lib/store/db.ts";
-
-/** The header carrying a command's arguments when the body is its FILE. */
-export const ADMIN_ARGS_HEADER = "x-admin-args";
 
 const _ARGS_EXAMPLE = ["--brand", "01M86TDT9CSKW28VQJZ3VT7SDR"];
 

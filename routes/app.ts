@@ -144,6 +144,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       scheme: "bearer",
       description: "ADMIN_TOKEN: the operator API (`/admin`)",
     });
+    // Only a server takes COPY: when the caller did not say, DATABASE_URL tells which it is.
     const database = deps.database ??
       { mode: deps.config.databaseUrl ? "postgres" as const : "embedded-owner" as const };
     app.route(

@@ -30,7 +30,8 @@ const _GLOBAL_OPTIONS = `  --help       print the command's usage and exit
 
 /** The usage text: every command's synopsis. */
 export function usageText(commands: Commands = COMMANDS): string {
-  const lines = Object.entries(commands).map(([name, command]) => `  ${name} ${command.usage}`);
+  const lines = Object.entries(commands)
+    .map(([name, command]) => `  ${name} ${command.usage}`.trimEnd());
   return `Usage: deno task admin <command> [--help]
 
 ${lines.join("\n")}

@@ -7,6 +7,9 @@
  */
 import { type CommandIo, commandSlug, UsageError } from "./command.ts";
 
+/** The header carrying a command's arguments when the request body is its FILE. */
+export const ADMIN_ARGS_HEADER = "x-admin-args";
+
 /** Where the operator API is and the token it takes. */
 export interface RemoteTarget {
   url: string;
@@ -43,7 +46,7 @@ export async function runRemote(
     body = JSON.stringify({ args: call.args });
   } else {
     headers.set("Content-Type", "application/octet-stream");
-    headers.set("X-Admin-Args", encodeURIComponent(JSON.stringify(call.args)));
+    headers.set(ADMIN_ARGS_HEADER, encodeURIComponent(JSON.stringify(call.args)));
     body = await io.open(call.file);
   }
   const url = `${target.url}/admin/commands/${encodeURIComponent(commandSlug(call.name))}`;
