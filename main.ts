@@ -44,6 +44,7 @@ const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const app = createApp({
   kv,
   sql: stores.sql,
+  database: stores.database,
   engine,
   now,
   newId: ulidSource(),

@@ -39,6 +39,10 @@ const envSchema = z.object({
   INGEST_QUEUE: z.enum(["kv", "outbox"]).optional(),
   MIGRATE: z.enum(["on", "off"]).default("on"),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  ADMIN_TOKEN: z.string().min(32, "at least 32 characters (openssl rand -base64 32)")
+    .regex(/^[\x21-\x7e]+$/, "printable ASCII without spaces").optional(),
+  ADMIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  ADMIN_URL: z.string().url().regex(/^https?:\/\//, "an http(s) URL").optional(),
 });
 
 /** Validated service configuration. */
@@ -88,6 +92,12 @@ export interface Config {
   migrate: boolean;
   /** The least severe log line written. */
   logLevel: "debug" | "info" | "warn" | "error";
+  /** The operator API's bearer token; unset, `/admin` does not exist. */
+  adminToken: string | undefined;
+  /** Requests to `/admin` per client address per minute, failed ones included. */
+  adminRateLimitPerMinute: number;
+  /** The CLI runs its commands on the service at this URL (with `adminToken`) instead. */
+  adminUrl: string | undefined;
 }
 
 /** An environment that does not validate, with the variables at fault. */
@@ -155,5 +165,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ingestQueue: e.INGEST_QUEUE ?? (kvPath === undefined ? "outbox" : "kv"),
     migrate: e.MIGRATE === "on",
     logLevel: e.LOG_LEVEL,
+    adminToken: e.ADMIN_TOKEN,
+    adminRateLimitPerMinute: e.ADMIN_RATE_LIMIT_PER_MINUTE,
+    adminUrl: e.ADMIN_URL?.replace(/\/+$/, ""),
   };
 }

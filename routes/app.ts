@@ -8,6 +8,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
+import { adminRoutes } from "./admin.ts";
 import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
 import { eventRoutes } from "./events.ts";
@@ -26,6 +27,7 @@ import { bodyLimit } from "../lib/http/body_limit.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { onError, onNotFound } from "../lib/http/errors.ts";
 import { createBrandCache } from "../lib/tenancy/brands.ts";
+import { COMMANDS } from "../lib/admin/cli.ts";
 import { createGroupCommit } from "../lib/store/kv_group_commit.ts";
 import { routeGuard } from "../lib/http/route_guard.ts";
 import { routeSpan } from "../lib/http/route_span.ts";
@@ -77,7 +79,8 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
   app.use(
     except(
-      ["/cdp/events", "/cdp/ingest"],
+      // The operator API bounds its JSON itself and streams a command's FILE into it.
+      ["/cdp/events", "/cdp/ingest", "/admin/*"],
       bodyLimit({ maxBytes: deps.config.maxBodyBytes, timeoutMs: deps.config.bodyReadTimeoutMs }),
     ),
   );
@@ -139,6 +142,25 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps));
   app.route("/", webhookRoutes(deps));
+  // Without ADMIN_TOKEN the operator API does not exist: its paths are 404 like any unknown one.
+  if (deps.config.adminToken) {
+    app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
+      type: "http",
+      scheme: "bearer",
+      description: "ADMIN_TOKEN: the operator API (`/admin`)",
+    });
+    // Only a server takes COPY: when the caller did not say, DATABASE_URL tells which it is.
+    const database = deps.database ??
+      { mode: deps.config.databaseUrl ? "postgres" as const : "embedded-owner" as const };
+    app.route(
+      "/",
+      adminRoutes(deps, {
+        commands: COMMANDS,
+        stores: { kv: deps.kv, sql: deps.sql, database },
+        token: deps.config.adminToken,
+      }),
+    );
+  }
   app.route("/", metaRoutes(deps, app));
   return app;
 }

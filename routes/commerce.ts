@@ -76,19 +76,52 @@ const SubscriptionSchema = z.object({
   updated_at: z.string(),
 }).openapi("Subscription");
 
+const _SCOPE = "acme.myshopify.com";
+const _ORDER = {
+  id: "01KAB3M4Q9R8S7T6V5W4X3Y2Z1",
+  external_id: "820982911946154508",
+  number: "#1001",
+  state: "complete",
+  billing_status: "complete",
+  total: "199.00",
+  currency_code: "USD",
+  customer: { contact_id: "01KAB3M4Q9R8S7T6V5W4X3Y2Z2" },
+  created_at: "2026-11-21T12:00:00.000Z",
+  recovered_at: null,
+};
+const _SUBSCRIPTION = {
+  id: "01KAB3M4Q9R8S7T6V5W4X3Y2Z3",
+  external_id: "sc_1001",
+  status: "active",
+  next_billing_date: "2026-12-21",
+  customer: { contact_id: "01KAB3M4Q9R8S7T6V5W4X3Y2Z2" },
+  created_at: "2026-10-21T12:00:00.000Z",
+  updated_at: "2026-11-21T12:00:00.000Z",
+};
+const _page = (item: unknown) => ({
+  list: [item],
+  totalSize: 1,
+  offset: 0,
+  pageSize: 10,
+  nextCursor: null,
+  scope: _SCOPE,
+});
+
 // Offset pages of the synced store: never a next cursor, and the brand's scope.
 const page = <T extends z.ZodType>(item: T) =>
   pageSchema(item).extend({ scope: z.string(), nextCursor: z.null() });
 
 const customerFilters = {
-  customer_email: z.string().min(1).max(320).optional(),
-  customer_phone: z.string().min(1).max(40).optional(),
+  customer_email: z.string().min(1).max(320).optional().openapi({ example: "bob@example.com" }),
+  customer_phone: z.string().min(1).max(40).optional().openapi({ example: "+14155550123" }),
   customer_id: z.string().min(1).max(255).optional().openapi({
     description: "Storefront customer id",
+    example: "207119551",
   }),
 };
 
 const listOrdersRoute = createRoute({
+  operationId: "listOrders",
   method: "get",
   path: "/cdp/commerce/orders",
   tags: ["Commerce"],
@@ -100,33 +133,51 @@ const listOrdersRoute = createRoute({
     query: z.object({
       limit: limitParam(),
       offset: offsetParam,
-      created_at_gte: z.iso.datetime({ offset: true }).optional(),
-      created_at_lte: z.iso.datetime({ offset: true }).optional(),
-      state: z.enum(ORDER_STATES).optional(),
-      billing_status: z.enum(BILLING_STATUSES).optional(),
+      created_at_gte: z.iso.datetime({ offset: true }).optional()
+        .openapi({ example: "2026-11-01T00:00:00Z" }),
+      created_at_lte: z.iso.datetime({ offset: true }).optional()
+        .openapi({ example: "2026-11-30T23:59:59Z" }),
+      state: z.enum(ORDER_STATES).optional().openapi({ example: "complete" }),
+      billing_status: z.enum(BILLING_STATUSES).optional().openapi({ example: "complete" }),
       ...customerFilters,
     }),
   },
   responses: {
-    200: jsonResponse(page(OrderSummarySchema), "A page of orders"),
+    200: jsonResponse(page(OrderSummarySchema), "A page of orders", _page(_ORDER)),
     ...errorResponses(400, 401, 403, 405),
   },
 });
 
 const getOrderRoute = createRoute({
+  operationId: "getOrder",
   method: "get",
   path: "/cdp/commerce/orders/{id}",
   tags: ["Commerce"],
   summary: "One order by its storefront (external) id",
   security: apiKeySecurity,
-  request: { params: idParam("Storefront order id") },
+  request: { params: idParam("Storefront order id", 255, "820982911946154508") },
   responses: {
-    200: jsonResponse(OrderDetailSchema, "The order"),
+    200: jsonResponse(OrderDetailSchema, "The order", {
+      ..._ORDER,
+      customer: { contact_id: "01KAB3M4Q9R8S7T6V5W4X3Y2Z2", shopify_customer_id: "207119551" },
+      processed_at: "2026-11-21T12:00:05.000Z",
+      updated_at: "2026-11-21T12:00:05.000Z",
+      line_items: [{
+        title: "IPod Nano - 8GB",
+        quantity: 1,
+        price: "199.00",
+        sku: "IPOD2008PINK",
+        product_id: "632910392",
+        variant_id: "808950810",
+        variant_title: "Pink",
+      }],
+    }),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });
 
 const listSubscriptionsRoute = createRoute({
+  operationId: "listSubscriptions",
   method: "get",
   path: "/cdp/commerce/subscriptions",
   tags: ["Commerce"],
@@ -136,25 +187,30 @@ const listSubscriptionsRoute = createRoute({
     query: z.object({
       limit: limitParam(),
       offset: offsetParam,
-      status: z.enum(SUBSCRIPTION_STATUSES).optional(),
+      status: z.enum(SUBSCRIPTION_STATUSES).optional().openapi({ example: "active" }),
       ...customerFilters,
     }),
   },
   responses: {
-    200: jsonResponse(page(SubscriptionSchema), "A page of subscription contracts"),
+    200: jsonResponse(
+      page(SubscriptionSchema),
+      "A page of subscription contracts",
+      _page(_SUBSCRIPTION),
+    ),
     ...errorResponses(400, 401, 403, 405),
   },
 });
 
 const getSubscriptionRoute = createRoute({
+  operationId: "getSubscription",
   method: "get",
   path: "/cdp/commerce/subscriptions/{id}",
   tags: ["Commerce"],
   summary: "One subscription contract by its external id",
   security: apiKeySecurity,
-  request: { params: idParam("Subscription contract id") },
+  request: { params: idParam("Subscription contract id", 255, "sc_1001") },
   responses: {
-    200: jsonResponse(SubscriptionSchema, "The contract"),
+    200: jsonResponse(SubscriptionSchema, "The contract", _SUBSCRIPTION),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });

@@ -26,61 +26,212 @@ const Identifier = z.object({
     param: { name: "identifier", in: "path" },
     description:
       "Email (has @), phone (leading +), storefront customer id (digits), profile id or contact id (UUID)",
+    example: "bob@example.com",
   }),
 });
 // Documented as JSON objects, without a schema for their fields.
 const AnyObject = z.record(z.string(), z.unknown());
 const errors = errorResponses(400, 401, 403, 404, 405);
 
+// Examples: one customer, Bob, with two completed orders of one product.
+const _SCOPE = "acme.myshopify.com";
+const _MATCH = { identifier: "bob@example.com", matched_by: "email", scope: _SCOPE };
+const _INTEGRATION = {
+  id: "01M8703TW14VX6A8TDKZC5ZE9E",
+  integration_id: "abde22e3-b22c-4a34-848a-8310d1c7d866",
+  is_enabled: true,
+  status: "connected",
+  connected_at: "2026-11-21T12:00:00.000Z",
+};
+const _TOP_PRODUCT = {
+  product_id: "632910392",
+  title: "IPod Nano - 8GB",
+  quantity: 2,
+  order_count: 2,
+  revenue: "298.00",
+  customer_count: 1,
+  repeat_purchase_rate: 1,
+};
+const _CHURN = {
+  days_since_last_order: 81,
+  median_inter_order_days: 31,
+  brand_median_inter_order_days: 31,
+  at_risk_score: 1.31,
+  at_risk: true,
+};
+const _scores = { "1": 0, "2": 0, "3": 0, "4": 0, "5": 1 };
+
 const record = createRoute({
+  operationId: "getCustomer",
   method: "get",
   path: "/cdp/customers/{identifier}",
   tags: ["Customers"],
   summary: "The unified customer record: profile, commerce, integrations, subscription",
   security: apiKeySecurity,
   request: { params: Identifier },
-  responses: { 200: jsonResponse(AnyObject, "The customer"), ...errors },
+  responses: {
+    200: jsonResponse(AnyObject, "The customer", {
+      ..._MATCH,
+      profile: {
+        id: "store_acme_207119551",
+        provenance: "server",
+        identity: {
+          email: "bob@example.com",
+          firstName: "Bob",
+          shopDomain: _SCOPE,
+          shopifyCustomerId: "207119551",
+        },
+        segments: [],
+        behavior: {
+          nb_of_visits: 1,
+          first_visit: "2026-11-21T12:00:00.000Z",
+          last_visit: "2026-11-21T12:00:00.000Z",
+        },
+      },
+      commerce: {
+        total_spend: "298.00",
+        currency_code: "USD",
+        order_count: 2,
+        aov: "149.00",
+        first_order_at: "2026-08-01T12:00:00.000Z",
+        last_order_at: "2026-09-01T12:00:00.000Z",
+      },
+      integrations: [_INTEGRATION],
+      subscription: {
+        status: "active",
+        active_count: 1,
+        total_count: 1,
+        next_billing_date: "2026-12-21T00:00:00.000Z",
+      },
+    }),
+    ...errors,
+  },
 });
 
 const orders = createRoute({
+  operationId: "listCustomerOrders",
   method: "get",
   path: "/cdp/customers/{identifier}/orders",
   tags: ["Customers"],
   summary: "The customer's orders (all states), newest first",
   security: apiKeySecurity,
   request: { params: Identifier, query: z.object({ limit: limitParam(), offset: offsetParam }) },
-  responses: { 200: jsonResponse(AnyObject, "A page of orders"), ...errors },
+  responses: {
+    200: jsonResponse(AnyObject, "A page of orders", {
+      list: [{
+        id: "ord_01M8703V13P1QBGF7FQJK3G1H0",
+        external_id: "1002",
+        number: "#1002",
+        state: "complete",
+        billing_status: "complete",
+        total: "99.00",
+        currency_code: "USD",
+        customer: { contact_id: "01a20e01-ebd7-7df9-88c4-e9af85a24f43" },
+        created_at: "2026-09-01T12:00:00.000Z",
+        recovered_at: null,
+      }],
+      totalSize: 2,
+      offset: 0,
+      pageSize: 1,
+      nextCursor: null,
+      scope: _SCOPE,
+    }),
+    ...errors,
+  },
 });
 
 const insights = createRoute({
+  operationId: "getCustomerInsights",
   method: "get",
   path: "/cdp/customers/{identifier}/insights",
   tags: ["Customers"],
   summary: "LTV, AOV, RFM, top products and churn over completed orders",
   security: apiKeySecurity,
   request: { params: Identifier },
-  responses: { 200: jsonResponse(AnyObject, "The customer's insights"), ...errors },
+  responses: {
+    200: jsonResponse(AnyObject, "The customer's insights", {
+      ..._MATCH,
+      insights: {
+        ltv: "298.00",
+        order_count: 2,
+        aov: "149.00",
+        first_order_at: "2026-08-01T12:00:00.000Z",
+        last_order_at: "2026-09-01T12:00:00.000Z",
+        currency_code: "USD",
+        rfm: {
+          recency_score: 5,
+          frequency_score: 5,
+          monetary_score: 5,
+          tier: "champions",
+          last_order_at: "2026-09-01T12:00:00.000Z",
+          order_count: 2,
+          ltv: "298.00",
+        },
+        top_products: [_TOP_PRODUCT],
+        churn: _CHURN,
+      },
+    }),
+    ...errors,
+  },
 });
 
 const ltv = createRoute({
+  operationId: "getLtvInsights",
   method: "get",
   path: "/cdp/insights/ltv",
   tags: ["Insights"],
   summary: "Brand lifetime value: totals and distribution",
   security: apiKeySecurity,
-  responses: { 200: jsonResponse(AnyObject, "LTV"), ...errorResponses(401, 403, 405) },
+  responses: {
+    200: jsonResponse(AnyObject, "LTV", {
+      scope: _SCOPE,
+      total_revenue: "298.00",
+      customer_count: 1,
+      average_ltv: "298.00",
+      currency_code: "USD",
+      distribution: [
+        { label: "0-100", min: 0, max: 100, customer_count: 0 },
+        { label: "100-250", min: 100, max: 250, customer_count: 0 },
+        { label: "250-500", min: 250, max: 500, customer_count: 1 },
+        { label: "500-1000", min: 500, max: 1000, customer_count: 0 },
+        { label: "1000+", min: 1000, max: null, customer_count: 0 },
+      ],
+    }),
+    ...errorResponses(401, 403, 405),
+  },
 });
 
 const rfm = createRoute({
+  operationId: "getRfmInsights",
   method: "get",
   path: "/cdp/insights/rfm",
   tags: ["Insights"],
   summary: "Customers per RFM tier and score",
   security: apiKeySecurity,
-  responses: { 200: jsonResponse(AnyObject, "RFM"), ...errorResponses(401, 403, 405) },
+  responses: {
+    200: jsonResponse(AnyObject, "RFM", {
+      scope: _SCOPE,
+      customer_count: 1,
+      tiers: {
+        champions: 1,
+        loyal: 0,
+        active: 0,
+        new: 0,
+        promising: 0,
+        needs_attention: 0,
+        at_risk: 0,
+        almost_lost: 0,
+        previously_loyal: 0,
+        dormant: 0,
+      },
+      scores: { recency: _scores, frequency: _scores, monetary: _scores },
+    }),
+    ...errorResponses(401, 403, 405),
+  },
 });
 
 const products = createRoute({
+  operationId: "getProductInsights",
   method: "get",
   path: "/cdp/insights/products",
   tags: ["Insights"],
@@ -88,12 +239,13 @@ const products = createRoute({
   security: apiKeySecurity,
   request: { query: z.object({ limit: limitParam(100, 10) }) },
   responses: {
-    200: jsonResponse(AnyObject, "Top products"),
+    200: jsonResponse(AnyObject, "Top products", { scope: _SCOPE, list: [_TOP_PRODUCT] }),
     ...errorResponses(400, 401, 403, 405),
   },
 });
 
 const atRisk = createRoute({
+  operationId: "listAtRiskCustomers",
   method: "get",
   path: "/cdp/insights/at-risk",
   tags: ["Insights"],
@@ -101,18 +253,37 @@ const atRisk = createRoute({
   security: apiKeySecurity,
   request: { query: z.object({ limit: limitParam(), offset: offsetParam }) },
   responses: {
-    200: jsonResponse(AnyObject, "A page of at-risk customers"),
+    200: jsonResponse(AnyObject, "A page of at-risk customers", {
+      list: [{
+        contact_id: "01a20e01-ebd7-7df9-88c4-e9af85a24f43",
+        email: "bob@example.com",
+        shopify_customer_id: "207119551",
+        ltv: "298.00",
+        order_count: 2,
+        last_order_at: "2026-09-01T12:00:00.000Z",
+        ..._CHURN,
+      }],
+      totalSize: 1,
+      offset: 0,
+      pageSize: 25,
+      nextCursor: null,
+      scope: _SCOPE,
+    }),
     ...errorResponses(400, 401, 403, 405),
   },
 });
 
 const integrations = createRoute({
+  operationId: "listIntegrations",
   method: "get",
   path: "/cdp/integrations",
   tags: ["Commerce"],
   summary: "The brand's connected integrations (no settings, no credentials)",
   security: apiKeySecurity,
-  responses: { 200: jsonResponse(AnyObject, "Integrations"), ...errorResponses(401, 403, 405) },
+  responses: {
+    200: jsonResponse(AnyObject, "Integrations", { scope: _SCOPE, list: [_INTEGRATION] }),
+    ...errorResponses(401, 403, 405),
+  },
 });
 
 /** Customers, insights and integrations, behind the commerce gate. */

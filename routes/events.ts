@@ -51,7 +51,14 @@ const ResultSchema = z.object({
   error: z.string().optional(),
 }).openapi("SyncResult");
 
+// Built-in types never change while the process runs, so the sorted catalog is built once.
+const _catalog = EVENT_TYPES.map(eventTypeSummary)
+  .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+const _SCOPE = "acme.myshopify.com";
+
 const listTypes = createRoute({
+  operationId: "listEventTypes",
   method: "get",
   path: "/cdp/events/types",
   tags: ["Events"],
@@ -61,12 +68,19 @@ const listTypes = createRoute({
     200: jsonResponse(
       z.object({ eventTypes: z.array(EventTypeSchema), scope: z.string() }),
       "The catalog, sorted by name",
+      { eventTypes: _catalog.slice(0, 1), scope: _SCOPE },
     ),
     ...errorResponses(401, 403, 405),
   },
 });
 
+const _REJECTED = [{
+  index: 2,
+  errors: [{ path: "$.events[2].profileId", message: "must not contain ':'" }],
+}];
+
 const ingest = createRoute({
+  operationId: "ingestEvents",
   method: "post",
   path: "/cdp/events",
   tags: ["Events"],
@@ -78,7 +92,8 @@ const ingest = createRoute({
   security: apiKeySecurity,
   request: {
     query: z.object({
-      sync: z.enum(["true", "false"]).optional().openapi({ description: "true = synchronous" }),
+      sync: z.enum(["true", "false"]).optional()
+        .openapi({ description: "true = synchronous", example: "false" }),
     }),
     // A plain JSON Schema documents the body without validating it whole: events are validated
     // one by one so that the valid ones of a batch are still accepted.
@@ -87,6 +102,21 @@ const ingest = createRoute({
       content: {
         "application/json": {
           schema: zod.toJSONSchema(IngestBodySchema, { target: "draft-2020-12" }) as never,
+          example: {
+            events: [
+              {
+                eventType: "updateProperties",
+                profileId: "store_acme_207119551",
+                properties: { update: { "properties.email": "bob@example.com" } },
+              },
+              {
+                eventType: "page_viewed",
+                profileId: "store_acme_207119551",
+                properties: { url: "https://acme.myshopify.com/" },
+              },
+              { eventType: "page_viewed", profileId: "bad:id" },
+            ],
+          },
         },
       },
     },
@@ -99,6 +129,7 @@ const ingest = createRoute({
         scope: z.string(),
       }),
       "Queued (async mode)",
+      { accepted: 2, rejected: _REJECTED, scope: _SCOPE },
     ),
     200: jsonResponse(
       z.object({
@@ -108,14 +139,19 @@ const ingest = createRoute({
         scope: z.string(),
       }),
       "Applied (sync mode)",
+      {
+        accepted: 2,
+        rejected: _REJECTED,
+        results: [
+          { index: 0, ok: true, status: 200, result: { updated: 1, processedItems: 1 } },
+          { index: 1, ok: true, status: 200, result: { updated: 0, processedItems: 1 } },
+        ],
+        scope: _SCOPE,
+      },
     ),
     ...errorResponses(400, 401, 403, 405, 408, 413, 429, 503),
   },
 });
-
-// Built-in types never change while the process runs, so the sorted catalog is built once.
-const _catalog = EVENT_TYPES.map(eventTypeSummary)
-  .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
 /** Event routes: the catalog and server-side ingestion. */
 export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {

@@ -4,18 +4,17 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { Context } from "hono";
-import { getConnInfo } from "hono/deno";
 import { z as zod } from "zod";
-import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
+import type { AppDeps } from "../lib/http/app_env.ts";
 import { findPixelShop, parseShopDomain } from "../lib/tenancy/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { bufferBody } from "../lib/http/body_limit.ts";
+import { clientAddress } from "../lib/http/client_address.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
 import { findEventType } from "../lib/engine/event_types.ts";
 import { IngestEventSchema, parseJsonBody, queueBatch, validateBatch } from "../lib/ingest/edge.ts";
-import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { hitRateLimit } from "../lib/http/rate_limit.ts";
 
 /** Limits of the browser proxy: tighter than server-side ingest. */
@@ -23,6 +22,7 @@ export const MAX_PIXEL_BODY_BYTES = 64 * 1024;
 export const MAX_PIXEL_BATCH = 20;
 
 const pixelIngest = createRoute({
+  operationId: "ingestPixelEvents",
   method: "post",
   path: "/cdp/ingest",
   tags: ["Events"],
@@ -32,6 +32,7 @@ const pixelIngest = createRoute({
     `event types; at most ${MAX_PIXEL_BATCH} events and 64 KB; a per-client rate limit. ` +
     "Profiles created here have pixel provenance; ids starting with store_ are reserved for " +
     "server-side identities.",
+  security: noSecurity,
   request: {
     query: z.object({
       shop: z.string().min(1).max(255).openapi({ example: "acme.myshopify.com" }),
@@ -44,6 +45,13 @@ const pixelIngest = createRoute({
             zod.strictObject({ events: zod.array(IngestEventSchema).min(1).max(MAX_PIXEL_BATCH) }),
             { target: "draft-2020-12" },
           ) as never,
+          example: {
+            events: [{
+              eventType: "product_viewed",
+              profileId: "anon_5f2c9a1e",
+              properties: { productId: "632910392" },
+            }],
+          },
         },
       },
     },
@@ -61,6 +69,7 @@ const pixelIngest = createRoute({
             })),
             scope: z.string(),
           }),
+          example: { accepted: 1, rejected: [], scope: "acme.myshopify.com" },
         },
       },
     },
@@ -87,7 +96,7 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
     c.header("Access-Control-Allow-Origin", origin);
     c.header("Vary", "Origin");
 
-    const client = _clientAddress(c, deps.config.trustProxy);
+    const client = clientAddress(c, deps.config.trustProxy);
     const policy = { name: "pixel", limit: deps.config.pixelRateLimitPerMinute, windowMs: 60_000 };
     const limited = await hitRateLimit(deps.kv, policy, `${pixelShop.scope}|${client}`, deps.now());
     if (!limited.allowed) {
@@ -130,17 +139,4 @@ function _pixelCheck(event: IngestEvent): { error: string; field: string } | nul
     };
   }
   return null;
-}
-
-function _clientAddress(c: Context<AppEnv>, trustProxy: boolean): string {
-  if (trustProxy) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
-    if (forwarded) return forwarded;
-  }
-  try {
-    return getConnInfo(c).remote.address ?? "unknown";
-  } catch {
-    // In-process requests (tests) carry no connection.
-    return "unknown";
-  }
 }

@@ -6,6 +6,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import {
   type ApiKeyRecord,
+  apiKeyView,
   deleteApiKey,
   issueApiKey,
   listApiKeys,
@@ -14,7 +15,13 @@ import {
 } from "../lib/tenancy/api_keys.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { HttpError } from "../lib/http/errors.ts";
-import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import {
+  conflictResponse,
+  errorResponses,
+  jsonBody,
+  jsonResponse,
+  newRouter,
+} from "../lib/http/openapi.ts";
 import { assertWithinWindow, offsetPage, pageQuery } from "../lib/http/pagination.ts";
 
 const sessionSecurity = [{ sessionToken: [] }];
@@ -41,12 +48,27 @@ const IssuedKeySchema = z.object({
 
 const KeyIdBody = z.object({ id: z.string().min(1).max(64) }).strict();
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
+const _KEY = {
+  id: "key_01KAB3M4Q9R8S7T6V5W4X3Y2Z1",
+  name: "backend",
+  prefix: "svc_hTnRG8",
+  created_at: "2026-11-21T12:00:00.000Z",
+  last_used_at: "2026-11-21T12:30:00.000Z",
+  expires_at: null,
+  revoked_at: null,
+};
+const _ISSUED = {
+  id: "key_01KAB3M4Q9R8S7T6V5W4X3Y2Z1",
+  key: "svc_hTnRG8JwYndmZRKBecWlgGNgzWtlyS0Itfmp",
+  prefix: "svc_hTnRG8",
+  name: "backend",
+  created_at: "2026-11-21T12:00:00.000Z",
+  expires_at: null,
+  scope: "acme.myshopify.com",
+};
 
 const issue = createRoute({
+  operationId: "issueApiKey",
   method: "post",
   path: "/cdp/keys",
   tags: ["Keys"],
@@ -62,17 +84,22 @@ const issue = createRoute({
             expires_at: z.iso.datetime({ offset: true }).optional()
               .openapi({ description: "When the key stops working; none by default" }),
           }).strict(),
+          example: { name: "backend", expires_at: "2027-11-21T00:00:00Z" },
         },
       },
     },
   },
   responses: {
-    201: json(IssuedKeySchema, "Issued; the plaintext is in `key`, only this once"),
+    201: jsonResponse(IssuedKeySchema, "Issued; the plaintext is in `key`, only this once", {
+      ..._ISSUED,
+      expires_at: "2027-11-21T00:00:00.000Z",
+    }),
     ...errorResponses(400, 401, 405, 429, 503),
   },
 });
 
 const list = createRoute({
+  operationId: "listApiKeys",
   method: "get",
   path: "/cdp/keys",
   tags: ["Keys"],
@@ -80,7 +107,7 @@ const list = createRoute({
   security: sessionSecurity,
   request: { query: pageQuery },
   responses: {
-    200: json(
+    200: jsonResponse(
       z.object({
         list: z.array(KeySchema),
         totalSize: z.number().int(),
@@ -90,54 +117,76 @@ const list = createRoute({
         scope: z.string().nullable(),
       }),
       "Keys, oldest first; never a plaintext or a hash",
+      {
+        list: [_KEY],
+        totalSize: 1,
+        offset: 0,
+        pageSize: 10,
+        nextCursor: null,
+        scope: "acme.myshopify.com",
+      },
     ),
     ...errorResponses(400, 401, 405, 429, 503),
   },
 });
 
 const rotate = createRoute({
+  operationId: "rotateApiKey",
   method: "post",
   path: "/cdp/keys/rotate",
   tags: ["Keys"],
   summary: "Replace a key; the old one keeps working for the grace period",
   security: sessionSecurity,
-  request: { body: { required: true, content: { "application/json": { schema: KeyIdBody } } } },
+  request: { body: jsonBody(KeyIdBody, { id: _KEY.id }) },
   responses: {
-    201: json(
+    201: jsonResponse(
       IssuedKeySchema.extend({
         previous: z.object({ id: z.string(), expires_at: z.string() }),
       }),
       "The new key (plaintext once) and when the old one stops",
+      {
+        ..._ISSUED,
+        id: "key_01KAB3P0000000000000000000",
+        key: "svc_Q2x9LmTd0aVb7RkS1eYh4NwZc8UpJg3FoMi6",
+        prefix: "svc_Q2x9Lm",
+        created_at: "2026-11-22T09:00:00.000Z",
+        previous: { id: _KEY.id, expires_at: "2026-11-23T09:00:00.000Z" },
+      },
     ),
     ...errorResponses(400, 401, 404, 405, 429, 503),
-    409: json(z.object({ error: z.string(), error_description: z.string() }), "Key not live"),
+    409: conflictResponse("Key not live", "The key is revoked or expired; issue a new one"),
   },
 });
 
 const revoke = createRoute({
+  operationId: "revokeApiKey",
   method: "post",
   path: "/cdp/keys/revoke",
   tags: ["Keys"],
   summary: "Revoke a key: it stops working at once",
   security: sessionSecurity,
-  request: { body: { required: true, content: { "application/json": { schema: KeyIdBody } } } },
+  request: { body: jsonBody(KeyIdBody, { id: _KEY.id }) },
   responses: {
-    200: json(KeySchema, "The revoked key"),
+    200: jsonResponse(KeySchema, "The revoked key", {
+      ..._KEY,
+      revoked_at: "2026-11-22T09:00:00.000Z",
+    }),
     ...errorResponses(400, 401, 404, 405, 429, 503),
   },
 });
 
 const remove = createRoute({
+  operationId: "deleteApiKey",
   method: "delete",
   path: "/cdp/keys",
   tags: ["Keys"],
   summary: "Delete a key's record (revoke or let it expire first)",
   security: sessionSecurity,
-  request: { query: z.object({ id: z.string().min(1).max(64) }) },
+  request: { query: z.object({ id: z.string().min(1).max(64).openapi({ example: _KEY.id }) }) },
   responses: {
     204: { description: "Deleted" },
     ...errorResponses(400, 401, 404, 405, 429, 503),
-    409: json(z.object({ error: z.string(), error_description: z.string() }), "Key still live"),
+    409: conflictResponse("Key still live", "The key still works: revoke it first"),
   },
 });
 
@@ -160,7 +209,7 @@ export function keyRoutes(deps: AppDeps) {
       const page = c.req.valid("query");
       assertWithinWindow(page);
       const records = await listApiKeys(deps.kv, auth.brandId);
-      const list = records.slice(page.offset, page.offset + page.limit).map(_view);
+      const list = records.slice(page.offset, page.offset + page.limit).map(apiKeyView);
       return c.json(
         { ...offsetPage({ list, total: records.length }, page), scope: auth.scope },
         200,
@@ -189,7 +238,7 @@ export function keyRoutes(deps: AppDeps) {
         keyId: c.req.valid("json").id,
       });
       if (!revoked) throw notFound();
-      return c.json(_view(revoked), 200);
+      return c.json(apiKeyView(revoked), 200);
     })
     .openapi(remove, async (c) => {
       const auth = c.get("auth");
@@ -203,18 +252,6 @@ export function keyRoutes(deps: AppDeps) {
       }
       return c.body(null, 204);
     });
-}
-
-function _view(record: ApiKeyRecord) {
-  return {
-    id: record.id,
-    name: record.name,
-    prefix: record.prefix,
-    created_at: record.created_at,
-    last_used_at: record.last_used_at,
-    expires_at: record.expires_at,
-    revoked_at: record.revoked_at,
-  };
 }
 
 function _issued(record: ApiKeyRecord, key: string, scope: string | null) {

@@ -7,35 +7,37 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { HttpError } from "../lib/http/errors.ts";
-import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { errorResponses, jsonResponse, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { pendingMigrations } from "../lib/store/migrations.ts";
 import { DOCS_PAGE } from "./docs_page.ts";
 
 const health = createRoute({
+  operationId: "getHealth",
   method: "get",
   path: "/healthz",
   tags: ["Meta"],
   summary: "Liveness and store reachability",
+  security: noSecurity,
   responses: {
-    200: {
-      description: "Both stores answer",
-      content: { "application/json": { schema: z.object({ status: z.literal("ok") }) } },
-    },
-    ...errorResponses(503),
+    200: jsonResponse(z.object({ status: z.literal("ok") }), "Both stores answer", {
+      status: "ok",
+    }),
+    ...errorResponses(405, 503),
   },
 });
 
 const ready = createRoute({
+  operationId: "getReadiness",
   method: "get",
   path: "/readyz",
   tags: ["Meta"],
   summary: "Readiness: both stores answer and every migration is applied",
+  security: noSecurity,
   responses: {
-    200: {
-      description: "Ready to serve",
-      content: { "application/json": { schema: z.object({ status: z.literal("ready") }) } },
-    },
-    ...errorResponses(503),
+    200: jsonResponse(z.object({ status: z.literal("ready") }), "Ready to serve", {
+      status: "ready",
+    }),
+    ...errorResponses(405, 503),
   },
 });
 
@@ -84,19 +86,36 @@ export function metaRoutes(deps: Pick<AppDeps, "kv" | "sql">, app: OpenAPIHono<A
     return c.json({ status: "ready" as const }, 200);
   });
   // Built on first request, when every route is registered; routes do not change afterwards.
-  let document: unknown;
+  // The operator API (/admin) is left out unless asked for with ?admin=1.
+  let documents: { full: OpenApiDocument; public: OpenApiDocument } | undefined;
   router.get("/openapi.json", (c) => {
-    document ??= app.getOpenAPI31Document({
-      openapi: "3.1.0",
-      info: {
-        title: "Customer Data Service",
-        version: "1.0.0",
-        description: "Events, profiles, segments, queries, commerce and insights for one brand " +
-          "per API key. Errors use the envelope { error, error_description }.",
-      },
-    });
-    return c.json(document);
+    documents ??= _documents(app);
+    return c.json(c.req.query("admin") === "1" ? documents.full : documents.public);
   });
   router.get("/docs", (c) => c.html(DOCS_PAGE));
   return router;
+}
+
+type OpenApiDocument = ReturnType<OpenAPIHono<AppEnv>["getOpenAPI31Document"]>;
+
+function _documents(app: OpenAPIHono<AppEnv>) {
+  const full = app.getOpenAPI31Document({
+    openapi: "3.1.0",
+    info: {
+      title: "Customer Data Service",
+      version: "1.0.0",
+      description: "Events, profiles, segments, queries, commerce and insights for one brand " +
+        "per API key. Errors use the envelope { error, error_description }.",
+    },
+    // Relative: the service that serves this document, wherever it is deployed.
+    servers: [{ url: "/", description: "This service" }],
+  });
+  const paths = Object.fromEntries(
+    Object.entries(full.paths ?? {}).filter(([path]) => !path.startsWith("/admin/")),
+  );
+  const { adminToken: _, ...securitySchemes } = full.components?.securitySchemes ?? {};
+  return {
+    full,
+    public: { ...full, paths, components: { ...full.components, securitySchemes } },
+  };
 }

@@ -35,7 +35,20 @@ const ProductSchema = z.object({
   })),
 }).openapi("Product");
 
+const _PRODUCT = {
+  id: "632910392",
+  title: "IPod Nano - 8GB",
+  status: "ACTIVE",
+  variants: [{ id: "808950810", price: "199.00", sku: "IPOD2008PINK" }],
+  images: [{
+    id: "562641783",
+    url: "https://cdn.shopify.com/s/files/1/0001/ipod-nano.png",
+    altText: null,
+  }],
+};
+
 const listProductsRoute = createRoute({
+  operationId: "listProducts",
   method: "get",
   path: "/cdp/commerce/products",
   tags: ["Commerce"],
@@ -47,7 +60,10 @@ const listProductsRoute = createRoute({
     query: z.object({
       limit: limitParam(),
       cursor: z.string().min(1).max(512).regex(/^[A-Za-z0-9+/=_-]+$/, "not a cursor").optional()
-        .openapi({ description: "The `nextCursor` of the previous page" }),
+        .openapi({
+          description: "The `nextCursor` of the previous page",
+          example: "eyJsYXN0X2lkIjo2MzI5MTAzOTJ9",
+        }),
     }),
   },
   responses: {
@@ -59,12 +75,19 @@ const listProductsRoute = createRoute({
         nextCursor: z.string().nullable(),
       }),
       "A page of products",
+      {
+        list: [_PRODUCT],
+        pageSize: 10,
+        scope: "acme.myshopify.com",
+        nextCursor: "eyJsYXN0X2lkIjo2MzI5MTAzOTJ9",
+      },
     ),
     ...errorResponses(400, 401, 403, 405, 429, 502),
   },
 });
 
 const getProductRoute = createRoute({
+  operationId: "getProduct",
   method: "get",
   path: "/cdp/commerce/products/{id}",
   tags: ["Commerce"],
@@ -80,7 +103,7 @@ const getProductRoute = createRoute({
     }),
   },
   responses: {
-    200: jsonResponse(ProductSchema, "The product"),
+    200: jsonResponse(ProductSchema, "The product", _PRODUCT),
     ...errorResponses(401, 403, 404, 405, 429, 502),
   },
 });

@@ -61,9 +61,41 @@ const SessionSchema = z.object({
   eventCount: z.number().int(),
 }).openapi("Session");
 
-const IdParam = idParam("A profile id (its own or one merged into it)");
+const IdParam = idParam(
+  "A profile id (its own or one merged into it)",
+  255,
+  "store_acme_207119551",
+);
+
+const _SCOPE = "acme.myshopify.com";
+const _PROFILE = {
+  itemId: "store_acme_207119551",
+  properties: {
+    email: "bob@example.com",
+    firstName: "Bob",
+    shopDomain: _SCOPE,
+    firstVisit: "2026-11-21T12:00:00.000Z",
+    lastVisit: "2026-11-21T12:04:10.000Z",
+    nbOfVisits: 1,
+  },
+  provenance: "server",
+};
+const _IDENTITY = { email: "bob@example.com", firstName: "Bob", shopDomain: _SCOPE };
+const _EVENT = {
+  itemId: "01KAB3M4Q9R8S7T6V5W4X3Y2Z1",
+  eventType: "page_viewed",
+  profileId: "store_acme_207119551",
+  sessionId: "01KAB3M4Q9R8S7T6V5W4X3Y2Z0",
+  timeStamp: "2026-11-21T12:04:10.000Z",
+  properties: { url: "https://acme.myshopify.com/" },
+  flattenedProperties: { url: "https://acme.myshopify.com/" },
+  target: null,
+  source: "server",
+  scope: _SCOPE,
+};
 
 const list = createRoute({
+  operationId: "listProfiles",
   method: "get",
   path: "/cdp/profiles",
   tags: ["Profiles"],
@@ -73,16 +105,21 @@ const list = createRoute({
     query: z.object({
       bucket: z.enum(["customers", "anonymous", "merged"]).default("customers").openapi({
         description: "customers = provenance server, anonymous = pixel, merged = merged",
+        example: "customers",
       }),
       q: z.string().trim().min(1).max(200).optional().openapi({
         description: "Case-insensitive substring of the id, email, names, phone or customer id",
+        example: "bob@",
       }),
       limit: limitParam(),
       offset: offsetParam,
       cursor: cursorParam,
       sort: z.enum(Object.keys(PROFILE_SORTS) as [keyof typeof PROFILE_SORTS]).default(
         "itemId.keyword:asc",
-      ).openapi({ description: "Only the default sort mints cursors; others page by offset" }),
+      ).openapi({
+        description: "Only the default sort mints cursors; others page by offset",
+        example: "itemId.keyword:asc",
+      }),
     }),
   },
   responses: {
@@ -93,12 +130,23 @@ const list = createRoute({
         scope: z.string(),
       }),
       "A page of profiles and their identity projections",
+      {
+        list: [_PROFILE],
+        totalSize: 1,
+        offset: 0,
+        pageSize: 10,
+        nextCursor: null,
+        bucket: "customers",
+        identities: { store_acme_207119551: _IDENTITY },
+        scope: _SCOPE,
+      },
     ),
     ...errorResponses(400, 401, 403, 405),
   },
 });
 
 const getOne = createRoute({
+  operationId: "getProfile",
   method: "get",
   path: "/cdp/profiles/{id}",
   tags: ["Profiles"],
@@ -113,12 +161,14 @@ const getOne = createRoute({
         scope: z.string(),
       }),
       "The profile",
+      { profile: _PROFILE, identity: _IDENTITY, scope: _SCOPE },
     ),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });
 
 const events = createRoute({
+  operationId: "listProfileEvents",
   method: "get",
   path: "/cdp/profiles/{id}/events",
   tags: ["Profiles"],
@@ -127,24 +177,31 @@ const events = createRoute({
   request: {
     params: IdParam,
     query: z.object({
-      eventType: z.string().min(1).max(64).optional(),
-      from: z.iso.datetime({ offset: true }).optional().openapi({ description: "Inclusive" }),
-      to: z.iso.datetime({ offset: true }).optional().openapi({ description: "Inclusive" }),
+      eventType: z.string().min(1).max(64).optional().openapi({ example: "page_viewed" }),
+      from: z.iso.datetime({ offset: true }).optional()
+        .openapi({ description: "Inclusive", example: "2026-11-01T00:00:00Z" }),
+      to: z.iso.datetime({ offset: true }).optional()
+        .openapi({ description: "Inclusive", example: "2026-11-30T23:59:59Z" }),
       limit: limitParam(),
       offset: offsetParam,
       cursor: cursorParam,
       sort: z.enum(Object.keys(EVENT_SORTS) as [keyof typeof EVENT_SORTS]).default(
         "itemId.keyword:asc",
-      ),
+      ).openapi({ example: "itemId.keyword:asc" }),
     }),
   },
   responses: {
-    200: jsonResponse(pageSchema(EventSchema).extend({ scope: z.string() }), "A page of events"),
+    200: jsonResponse(
+      pageSchema(EventSchema).extend({ scope: z.string() }),
+      "A page of events",
+      { list: [_EVENT], totalSize: 1, offset: 0, pageSize: 10, nextCursor: null, scope: _SCOPE },
+    ),
     ...errorResponses(400, 401, 403, 404, 405),
   },
 });
 
 const sessions = createRoute({
+  operationId: "listProfileSessions",
   method: "get",
   path: "/cdp/profiles/{id}/sessions",
   tags: ["Profiles"],
@@ -155,6 +212,20 @@ const sessions = createRoute({
     200: jsonResponse(
       pageSchema(SessionSchema).extend({ scope: z.string() }),
       "A page of sessions",
+      {
+        list: [{
+          itemId: "01KAB3M4Q9R8S7T6V5W4X3Y2Z0",
+          profileId: "store_acme_207119551",
+          firstEventAt: "2026-11-21T12:00:00.000Z",
+          lastEventAt: "2026-11-21T12:04:10.000Z",
+          eventCount: 3,
+        }],
+        totalSize: 1,
+        offset: 0,
+        pageSize: 10,
+        nextCursor: null,
+        scope: _SCOPE,
+      },
     ),
     ...errorResponses(400, 401, 403, 404, 405),
   },

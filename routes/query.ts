@@ -11,11 +11,18 @@ import type { ItemType } from "../lib/engine/conditions.ts";
 import { queryCondition } from "../lib/engine/caller_condition.ts";
 import { aggregate, countItems, METRICS, metrics, withQueryBudget } from "../lib/engine/queries.ts";
 import { HttpError } from "../lib/http/errors.ts";
-import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
+import {
+  apiKeySecurity,
+  errorResponses,
+  jsonBody,
+  jsonResponse,
+  newRouter,
+} from "../lib/http/openapi.ts";
 
 const ItemTypeParam = z.string().openapi({
   param: { name: "itemType", in: "path" },
   description: "profile or event (anything else is 404)",
+  example: "profile",
 });
 const PropertyParam = z.string().min(1).max(200).openapi({
   param: { name: "property", in: "path" },
@@ -25,13 +32,20 @@ const conditionField = z.unknown().optional().openapi({
   type: "object",
   description: "A condition (docs/conditions.md); omit to cover the whole scope",
 });
-const body = <T extends z.ZodType>(schema: T) => ({
-  required: false,
-  content: { "application/json": { schema } },
-});
 const errors = errorResponses(400, 401, 403, 404, 405, 429, 502, 503);
 
+const _SCOPE = "acme.myshopify.com";
+const _CONDITION = {
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.nbOfVisits",
+    comparisonOperator: "greaterThanOrEqualTo",
+    propertyValueInteger: 2,
+  },
+};
+
 const count = createRoute({
+  operationId: "countItems",
   method: "post",
   path: "/cdp/query/{itemType}/count",
   tags: ["Query"],
@@ -39,18 +53,22 @@ const count = createRoute({
   security: apiKeySecurity,
   request: {
     params: z.object({ itemType: ItemTypeParam }),
-    body: body(z.object({ condition: conditionField }).strict()),
+    body: jsonBody(z.object({ condition: conditionField }).strict(), { condition: _CONDITION }, {
+      required: false,
+    }),
   },
   responses: {
     200: jsonResponse(
       z.object({ itemType: z.string(), count: z.number().int(), scope: z.string() }),
       "The count",
+      { itemType: "profile", count: 42, scope: _SCOPE },
     ),
     ...errors,
   },
 });
 
 const metricsRoute = createRoute({
+  operationId: "getPropertyMetrics",
   method: "post",
   path: "/cdp/query/{itemType}/{property}/metrics",
   tags: ["Query"],
@@ -64,6 +82,7 @@ const metricsRoute = createRoute({
         "application/json": {
           schema: z.object({ metrics: z.array(z.enum(METRICS)).min(1), condition: conditionField })
             .strict(),
+          example: { metrics: ["sum", "avg", "min", "max"], condition: _CONDITION },
         },
       },
     },
@@ -77,6 +96,12 @@ const metricsRoute = createRoute({
         scope: z.string(),
       }),
       "The statistics, keyed _sum, _avg, _min, _max",
+      {
+        itemType: "profile",
+        property: "properties.age",
+        metrics: { _sum: 1302, _avg: 31, _min: 19, _max: 64 },
+        scope: _SCOPE,
+      },
     ),
     ...errors,
   },
@@ -95,6 +120,7 @@ const RangeSchema = z.object({
 }).strict();
 
 const aggregateRoute = createRoute({
+  operationId: "aggregateProperty",
   method: "post",
   path: "/cdp/query/{itemType}/{property}/aggregate",
   tags: ["Query"],
@@ -133,6 +159,10 @@ const aggregateRoute = createRoute({
             }),
             condition: conditionField,
           }).strict(),
+          example: {
+            aggregate: { type: "numericRange", ranges: [{ to: 30 }, { from: 30 }] },
+            condition: _CONDITION,
+          },
         },
       },
     },
@@ -146,6 +176,12 @@ const aggregateRoute = createRoute({
         scope: z.string(),
       }),
       "Counts per bucket, plus _all, _filtered and _missing",
+      {
+        itemType: "profile",
+        property: "properties.age",
+        results: { "*-30": 17, "30-*": 25, _all: 42, _filtered: 42, _missing: 0 },
+        scope: _SCOPE,
+      },
     ),
     ...errors,
   },

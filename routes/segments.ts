@@ -22,6 +22,7 @@ import {
 import { HttpError } from "../lib/http/errors.ts";
 import {
   apiKeySecurity,
+  conflictResponse,
   errorResponses,
   idParam,
   jsonResponse,
@@ -56,7 +57,43 @@ const SegmentSchema = z.object({
 
 const Ref = z.object({ id: z.string(), name: z.string(), scope: z.string() });
 // A segment id holds the shop domain, so it may run past the usual 255.
-const IdParam = idParam("The segment's id", 400);
+const IdParam = idParam("The segment's id", 400, "seg__acme.myshopify.com__frequent_visitors");
+
+const _SCOPE = "acme.myshopify.com";
+const _CONDITION = {
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.nbOfVisits",
+    comparisonOperator: "greaterThanOrEqualTo",
+    propertyValueInteger: 5,
+  },
+};
+const _REF = {
+  id: "seg__acme.myshopify.com__frequent_visitors",
+  name: "Frequent visitors",
+  scope: _SCOPE,
+};
+const _SEGMENT = {
+  ..._REF,
+  description: "Five visits or more",
+  condition: {
+    type: "booleanCondition",
+    parameterValues: {
+      operator: "and",
+      subConditions: [
+        {
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "properties.shopDomain",
+            comparisonOperator: "equals",
+            propertyValue: _SCOPE,
+          },
+        },
+        _CONDITION,
+      ],
+    },
+  },
+};
 /** Text the database can store: no NUL, no unpaired surrogate. */
 const text = () =>
   z.string().refine(storableText, "must not contain a NUL character or an unpaired surrogate");
@@ -65,6 +102,7 @@ const text = () =>
 const conditionField = z.unknown().openapi({ type: "object", description: "A condition tree" });
 
 const define = createRoute({
+  operationId: "defineSegment",
   method: "post",
   path: "/cdp/segments",
   tags: ["Segments"],
@@ -81,18 +119,24 @@ const define = createRoute({
             key: text().min(1).max(64).optional(),
             description: text().max(2000).optional(),
           }).strict(),
+          example: {
+            name: "Frequent visitors",
+            description: "Five visits or more",
+            condition: _CONDITION,
+          },
         },
       },
     },
   },
   responses: {
-    200: jsonResponse(Ref, "Defined"),
+    200: jsonResponse(Ref, "Defined", _REF),
     ...errorResponses(400, 401, 403, 405, 502),
-    409: jsonResponse(z.object({ error: z.string(), error_description: z.string() }), "Id taken"),
+    409: conflictResponse("Id taken", "A segment with this id exists"),
   },
 });
 
 const list = createRoute({
+  operationId: "listSegments",
   method: "get",
   path: "/cdp/segments",
   tags: ["Segments"],
@@ -103,12 +147,14 @@ const list = createRoute({
     200: jsonResponse(
       pageSchema(SegmentSchema).extend({ nextCursor: z.null(), scope: z.string() }),
       "A page of segments",
+      { list: [_SEGMENT], totalSize: 1, offset: 0, pageSize: 10, nextCursor: null, scope: _SCOPE },
     ),
     ...errorResponses(400, 401, 403, 405),
   },
 });
 
 const getOne = createRoute({
+  operationId: "getSegment",
   method: "get",
   path: "/cdp/segments/{id}",
   tags: ["Segments"],
@@ -116,12 +162,13 @@ const getOne = createRoute({
   security: apiKeySecurity,
   request: { params: IdParam },
   responses: {
-    200: jsonResponse(SegmentSchema, "The segment"),
+    200: jsonResponse(SegmentSchema, "The segment", _SEGMENT),
     ...errorResponses(401, 403, 404, 405, 503),
   },
 });
 
 const update = createRoute({
+  operationId: "updateSegment",
   method: "put",
   path: "/cdp/segments/{id}",
   tags: ["Segments"],
@@ -138,17 +185,25 @@ const update = createRoute({
             name: text().trim().min(1).max(200).optional(),
             description: text().max(2000).optional(),
           }).strict(),
+          example: {
+            condition: {
+              ..._CONDITION,
+              parameterValues: { ..._CONDITION.parameterValues, propertyValueInteger: 10 },
+            },
+            description: "Ten visits or more",
+          },
         },
       },
     },
   },
   responses: {
-    200: jsonResponse(Ref, "Updated"),
+    200: jsonResponse(Ref, "Updated", _REF),
     ...errorResponses(400, 401, 403, 404, 405, 502, 503),
   },
 });
 
 const members = createRoute({
+  operationId: "listSegmentMembers",
   method: "get",
   path: "/cdp/segments/{id}/members",
   tags: ["Segments"],
@@ -165,12 +220,26 @@ const members = createRoute({
         scope: z.string(),
       }),
       "A page of members",
+      {
+        list: [{
+          itemId: "store_acme_207119551",
+          properties: { email: "bob@example.com", shopDomain: _SCOPE, nbOfVisits: 7 },
+          provenance: "server",
+        }],
+        totalSize: 1,
+        offset: 0,
+        pageSize: 10,
+        nextCursor: null,
+        identities: { store_acme_207119551: { email: "bob@example.com", shopDomain: _SCOPE } },
+        scope: _SCOPE,
+      },
     ),
     ...errorResponses(400, 401, 403, 404, 405, 429, 502, 503),
   },
 });
 
 const exportRoute = createRoute({
+  operationId: "exportSegmentMembers",
   method: "get",
   path: "/cdp/segments/{id}/export",
   tags: ["Segments"],
@@ -186,7 +255,13 @@ const exportRoute = createRoute({
   responses: {
     200: {
       description: "One profile per line; no envelope",
-      content: { "application/x-ndjson": { schema: z.string() } },
+      content: {
+        "application/x-ndjson": {
+          schema: z.string(),
+          example:
+            `{"itemId":"store_acme_207119551","properties":{"email":"bob@example.com","shopDomain":"${_SCOPE}"},"provenance":"server"}\n`,
+        },
+      },
       headers: z.object({ "X-Next-Cursor": z.string().optional() }),
     },
     ...errorResponses(400, 401, 403, 404, 405, 429, 502, 503),

@@ -8,7 +8,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { parseShopDomain } from "../lib/tenancy/brands.ts";
 import { HttpError } from "../lib/http/errors.ts";
-import { errorResponses, newRouter } from "../lib/http/openapi.ts";
+import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { parseShopifyJson } from "../lib/shopify/order_mapping.ts";
 import {
   applyWebhook,
@@ -22,6 +22,7 @@ const _header = (example: string, description: string) =>
   z.string().optional().openapi({ example, description });
 
 const shopifyWebhook = createRoute({
+  operationId: "receiveShopifyWebhook",
   method: "post",
   path: "/webhooks/shopify",
   tags: ["Webhooks"],
@@ -32,6 +33,7 @@ const shopifyWebhook = createRoute({
     "repeated `X-Shopify-Webhook-Id` is acknowledged and not applied twice. Topics with an " +
     `effect: ${WEBHOOK_TOPICS.join(", ")}; others, and shops that are not integrations, are ` +
     "acknowledged (200) and ignored, since Shopify retries any other answer for 48 hours.",
+  security: noSecurity,
   request: {
     headers: z.object({
       "x-shopify-topic": _header("orders/create", "The webhook topic"),
@@ -49,7 +51,28 @@ const shopifyWebhook = createRoute({
       required: true,
       description: "The topic's Shopify payload (REST shape)",
       // Not a zod schema: the raw bytes must reach the handler unparsed for the signature.
-      content: { "application/json": { schema: { type: "object" } as never } },
+      content: {
+        "application/json": {
+          schema: { type: "object" } as never,
+          example: {
+            id: 820982911946154500,
+            name: "#1001",
+            email: "bob@example.com",
+            created_at: "2026-11-21T12:00:00-05:00",
+            updated_at: "2026-11-21T12:00:00-05:00",
+            currency: "USD",
+            total_price: "199.00",
+            financial_status: "paid",
+            customer: { id: 207119551, email: "bob@example.com" },
+            line_items: [{
+              product_id: 632910392,
+              title: "IPod Nano",
+              quantity: 1,
+              price: "199.00",
+            }],
+          },
+        },
+      },
     },
   },
   responses: {
@@ -67,6 +90,7 @@ const shopifyWebhook = createRoute({
               "no_identifier",
             ]).optional(),
           }),
+          example: { received: true, outcome: "applied" },
         },
       },
     },

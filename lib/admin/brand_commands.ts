@@ -4,16 +4,29 @@
  * @module
  */
 import { monotonicFactory } from "ulid";
-import { issueApiKey } from "../tenancy/api_keys.ts";
-import { createBrand, setBrand } from "../tenancy/brands.ts";
+import { DomainError } from "../errors.ts";
+import { apiKeyView, isLive, issueApiKey, listApiKeys, revokeApiKey } from "../tenancy/api_keys.ts";
+import { createBrand, listBrands, setBrand } from "../tenancy/brands.ts";
 import { openTokenCipher } from "../tenancy/token_cipher.ts";
 import { summarizeUsage } from "../http/usage.ts";
-import { type Commands, defineCommand, parseFlags, requireBrand, UsageError } from "./command.ts";
+import {
+  brandIdArg,
+  type Commands,
+  dayArg,
+  defineCommand,
+  keyIdArg,
+  parseFlags,
+  requireBrand,
+  requiredFlag,
+  UsageError,
+} from "./command.ts";
 
-/** `brand create`, `brand set`, `key issue`, `usage`. */
+/** `brand create|set|list|show`, `key issue|list|revoke`, `usage`. */
 export const brandCommands: Commands = {
   "brand create": defineCommand({
     usage: `--name NAME [--shop DOMAIN] [--access-token TOKEN] [--beta]`,
+    summary: "Creates a brand; --shop connects its storefront (the scope), --beta grants " +
+      "beta:cdp-commerce, the access token is stored encrypted.",
     parse(args) {
       const { values } = parseFlags(args, {
         name: { type: "string" },
@@ -21,9 +34,8 @@ export const brandCommands: Commands = {
         "access-token": { type: "string" },
         beta: { type: "boolean" },
       });
-      if (values.name === undefined) throw new UsageError("--name is required");
       return {
-        name: values.name as string,
+        name: requiredFlag(values, "name"),
         shop: values.shop as string | undefined,
         accessToken: values["access-token"] as string | undefined,
         beta: values.beta === true,
@@ -38,13 +50,14 @@ export const brandCommands: Commands = {
 
   "brand set": defineCommand({
     usage: `--brand ID [--beta on|off] [--integration connected|disconnected]`,
+    summary: "Turns the commerce beta on or off, connects or disconnects the storefront.",
     parse(args) {
       const { values } = parseFlags(args, {
         brand: { type: "string" },
         beta: { type: "string" },
         integration: { type: "string" },
       });
-      if (values.brand === undefined) throw new UsageError("--brand is required");
+      const brandId = brandIdArg(requiredFlag(values, "brand"));
       const beta = values.beta as string | undefined;
       if (beta !== undefined && beta !== "on" && beta !== "off") {
         throw new UsageError("--beta takes on or off");
@@ -55,23 +68,51 @@ export const brandCommands: Commands = {
       ) {
         throw new UsageError("--integration takes connected or disconnected");
       }
-      return {
-        brandId: values.brand as string,
-        beta: beta === undefined ? undefined : beta === "on",
-        integration,
-      };
+      return { brandId, beta: beta === undefined ? undefined : beta === "on", integration };
     },
     async run(stores, input) {
       return await setBrand({ sql: stores.sql, kv: stores.kv, now: () => new Date() }, input);
     },
   }),
 
+  "brand list": defineCommand({
+    usage: ``,
+    summary: "Lists every brand, oldest first, with its shop, beta and integration state.",
+    parse(args) {
+      parseFlags(args, {});
+      return {};
+    },
+    async run(stores) {
+      return { brands: await listBrands(stores.sql) };
+    },
+  }),
+
+  "brand show": defineCommand({
+    usage: `--brand ID`,
+    summary: "Shows one brand, with its number of API keys and of live ones.",
+    parse(args) {
+      const { values } = parseFlags(args, { brand: { type: "string" } });
+      return { brandId: brandIdArg(requiredFlag(values, "brand")) };
+    },
+    async run(stores, input) {
+      const [brand] = await listBrands(stores.sql, input.brandId);
+      if (!brand) throw new DomainError("not_found", `no brand ${input.brandId}`);
+      const keys = await listApiKeys(stores.kv, input.brandId);
+      const now = new Date();
+      const live = keys.filter((key) => isLive(key, now)).length;
+      return { ...brand, keys: { total: keys.length, live } };
+    },
+  }),
+
   "key issue": defineCommand({
     usage: `--brand ID [--name LABEL]`,
+    summary: "Issues an API key for a brand; its plaintext is printed this once only.",
     parse(args) {
       const { values } = parseFlags(args, { brand: { type: "string" }, name: { type: "string" } });
-      if (values.brand === undefined) throw new UsageError("--brand is required");
-      return { brandId: values.brand as string, name: (values.name as string | undefined) ?? null };
+      return {
+        brandId: brandIdArg(requiredFlag(values, "brand")),
+        name: (values.name as string | undefined) ?? null,
+      };
     },
     async run(stores, input) {
       await requireBrand(stores, input.brandId);
@@ -81,26 +122,56 @@ export const brandCommands: Commands = {
     },
   }),
 
+  "key list": defineCommand({
+    usage: `--brand ID`,
+    summary: "Lists a brand's API keys, oldest first: metadata only, never a key or its hash.",
+    parse(args) {
+      const { values } = parseFlags(args, { brand: { type: "string" } });
+      return { brandId: brandIdArg(requiredFlag(values, "brand")) };
+    },
+    async run(stores, input) {
+      await requireBrand(stores, input.brandId);
+      const keys = await listApiKeys(stores.kv, input.brandId);
+      return { brand: input.brandId, keys: keys.map(apiKeyView) };
+    },
+  }),
+
+  "key revoke": defineCommand({
+    usage: `--brand ID --id KEYID`,
+    summary: "Revokes a brand's API key: it stops working at the next request. Revoking " +
+      "a revoked key changes nothing.",
+    parse(args) {
+      const { values } = parseFlags(args, { brand: { type: "string" }, id: { type: "string" } });
+      return {
+        brandId: brandIdArg(requiredFlag(values, "brand")),
+        keyId: keyIdArg(requiredFlag(values, "id")),
+      };
+    },
+    async run(stores, input) {
+      await requireBrand(stores, input.brandId);
+      const revoked = await revokeApiKey({ kv: stores.kv, now: () => new Date() }, input);
+      if (!revoked) {
+        throw new DomainError("not_found", `brand ${input.brandId} has no key ${input.keyId}`);
+      }
+      return apiKeyView(revoked);
+    },
+  }),
+
   "usage": defineCommand({
     usage: `--brand ID [--from YYYY-MM-DD] [--to YYYY-MM-DD]`,
+    summary: "Counts a brand's authenticated requests per UTC day and route family.",
     parse(args) {
       const { values } = parseFlags(args, {
         brand: { type: "string" },
         from: { type: "string" },
         to: { type: "string" },
       });
-      if (values.brand === undefined) throw new UsageError("--brand is required");
-      for (const flag of ["from", "to"] as const) {
-        const day = values[flag] as string | undefined;
-        if (day !== undefined && !/^\d{4}-\d{2}-\d{2}$/.test(day)) {
-          throw new UsageError(`--${flag} takes a day as YYYY-MM-DD`);
-        }
+      const from = values.from === undefined ? undefined : dayArg(values.from as string, "from");
+      const to = values.to === undefined ? undefined : dayArg(values.to as string, "to");
+      if (from !== undefined && to !== undefined && from > to) {
+        throw new UsageError(`--from ${from} is after --to ${to}`);
       }
-      return {
-        brandId: values.brand as string,
-        from: values.from as string | undefined,
-        to: values.to as string | undefined,
-      };
+      return { brandId: brandIdArg(requiredFlag(values, "brand")), from, to };
     },
     async run(stores, input) {
       await requireBrand(stores, input.brandId);

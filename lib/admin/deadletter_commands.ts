@@ -6,15 +6,27 @@
 import { createEmbeddedEngine } from "../engine/embedded.ts";
 import { parseQueuedEvents } from "../ingest/edge.ts";
 import { getDeadLetter, listDeadLetters, replayDeadLetter } from "../ingest/queue.ts";
-import { type Commands, defineCommand, parseFlags, UsageError } from "./command.ts";
+import { DomainError } from "../errors.ts";
+import {
+  brandIdArg,
+  type Commands,
+  defineCommand,
+  letterIdArg,
+  parseFlags,
+  requiredFlag,
+  UsageError,
+} from "./command.ts";
 
 /** `deadletter list`, `deadletter show`, `deadletter replay`. */
 export const deadLetterCommands: Commands = {
   "deadletter list": defineCommand({
     usage: `[--brand ID]`,
+    summary: "Lists the queued batches the forwarder gave up on, of every brand or one.",
     parse(args) {
       const { values } = parseFlags(args, { brand: { type: "string" } });
-      return { brandId: values.brand as string | undefined };
+      return {
+        brandId: values.brand === undefined ? undefined : brandIdArg(values.brand as string),
+      };
     },
     async run(stores, input) {
       const letters = await listDeadLetters(stores.kv, input.brandId);
@@ -33,15 +45,15 @@ export const deadLetterCommands: Commands = {
   }),
 
   "deadletter show": defineCommand({
-    usage: `--id ID                (the letter with its events, as JSON)`,
+    usage: `--id ID`,
+    summary: "Prints a dead letter with its events, as JSON to fix and give back to replay.",
     parse(args) {
       const { values } = parseFlags(args, { id: { type: "string" } });
-      if (values.id === undefined) throw new UsageError("--id is required");
-      return { id: values.id as string };
+      return { id: letterIdArg(requiredFlag(values, "id")) };
     },
     async run(stores, input) {
       const found = await getDeadLetter(stores.kv, input.id);
-      if (!found) throw new Error(`no dead letter ${input.id}`);
+      if (!found) throw new DomainError("not_found", `no dead letter ${input.id}`);
       const { letter } = found;
       return {
         id: letter.id,
@@ -60,6 +72,8 @@ export const deadLetterCommands: Commands = {
     --events replaces the letter's events with FILE's before replaying (- reads
     stdin): a JSON array of events, or an object with an events array such as
     deadletter show prints; each keeps its id, a letter event left out is dropped`,
+    summary: "Re-applies dead letters through the engine; a letter is deleted only when all " +
+      "of it applied.",
     parse(args) {
       const { values } = parseFlags(args, {
         id: { type: "string" },
@@ -74,27 +88,28 @@ export const deadLetterCommands: Commands = {
         throw new UsageError("--events needs --id");
       }
       return {
-        id: values.id as string | undefined,
-        brandId: values.brand as string | undefined,
+        id: values.id === undefined ? undefined : letterIdArg(values.id as string),
+        brandId: values.brand === undefined ? undefined : brandIdArg(values.brand as string),
         events: values.events as string | undefined,
       };
     },
-    async run(stores, input) {
+    input: (parsed) => parsed.events,
+    async run(stores, input, _config, io) {
       const now = () => new Date();
       const deps = { kv: stores.kv, engine: createEmbeddedEngine({ sql: stores.sql, now }), now };
       // Read and checked before anything is applied: a bad file changes nothing.
-      const events = input.events === undefined ? undefined : parseQueuedEvents(
-        input.events === "-"
-          ? await new Response(Deno.stdin.readable).text()
-          : await Deno.readTextFile(input.events),
-      );
+      const events = input.events === undefined
+        ? undefined
+        : parseQueuedEvents(await new Response(await io.open(input.events)).text());
       const ids = input.id !== undefined
         ? [input.id]
         : (await listDeadLetters(stores.kv, input.brandId)).map((letter) => letter.id);
       const replayed = [];
       for (const id of ids) {
         const outcome = await replayDeadLetter(deps, id, { events });
-        if (!outcome && input.id !== undefined) throw new Error(`no dead letter ${id}`);
+        if (!outcome && input.id !== undefined) {
+          throw new DomainError("not_found", `no dead letter ${id}`);
+        }
         if (outcome) replayed.push(outcome);
       }
       return { replayed };

@@ -7,7 +7,15 @@ import { monotonicFactory } from "ulid";
 import { importNdjson } from "../commerce/import.ts";
 import { orderImport } from "../commerce/orders.ts";
 import { subscriptionImport } from "../commerce/subscriptions.ts";
-import { type Commands, defineCommand, parseFlags, requireBrand, UsageError } from "./command.ts";
+import {
+  brandIdArg,
+  type Commands,
+  defineCommand,
+  parseFlags,
+  requireBrand,
+  requiredFlag,
+  UsageError,
+} from "./command.ts";
 
 /** `orders import`, `subscriptions import`. */
 export const importCommands: Commands = {
@@ -18,17 +26,18 @@ export const importCommands: Commands = {
 function _importCommand(kind: "orders" | "subscriptions") {
   return defineCommand({
     usage: "--brand ID FILE          (NDJSON; - reads stdin)",
+    summary: `Imports a brand's ${kind} from NDJSON (docs/commerce.md); a line already ` +
+      "imported is updated, a bad line is reported and skipped.",
     parse(args) {
       const { values, positionals } = parseFlags(args, { brand: { type: "string" } }, true);
-      if (values.brand === undefined) throw new UsageError("--brand is required");
+      const brandId = brandIdArg(requiredFlag(values, "brand"));
       if (positionals.length !== 1) throw new UsageError("give one FILE (or - for stdin)");
-      return { brandId: values.brand as string, file: positionals[0]! };
+      return { brandId, file: positionals[0]! };
     },
-    async run(stores, input) {
+    input: (parsed) => parsed.file,
+    async run(stores, input, _config, io) {
       await requireBrand(stores, input.brandId);
-      const stream = input.file === "-"
-        ? Deno.stdin.readable
-        : (await Deno.open(input.file)).readable;
+      const stream = await io.open(input.file);
       const steps = {
         brandId: input.brandId,
         newId: monotonicFactory(),

@@ -6,27 +6,35 @@
  */
 import { importUnomiSegments } from "../engine/segment_import.ts";
 import { findBrandContext } from "../tenancy/brands.ts";
-import { type Commands, defineCommand, parseFlags, UsageError } from "./command.ts";
+import {
+  brandIdArg,
+  type Commands,
+  defineCommand,
+  parseFlags,
+  requiredFlag,
+  UsageError,
+} from "./command.ts";
 
 /** `segments import`. */
 export const segmentCommands: Commands = {
   "segments import": defineCommand({
     usage: "--brand ID FILE        (Unomi segment JSON: one object or an array; - reads stdin)",
+    summary: "Creates or updates a brand's segments from Apache Unomi segment definitions " +
+      "(docs/conditions.md); the file's scope is replaced by the brand's.",
     parse(args) {
       const { values, positionals } = parseFlags(args, { brand: { type: "string" } }, true);
-      if (values.brand === undefined) throw new UsageError("--brand is required");
+      const brandId = brandIdArg(requiredFlag(values, "brand"));
       if (positionals.length !== 1) throw new UsageError("give one FILE (or - for stdin)");
-      return { brandId: values.brand as string, file: positionals[0]! };
+      return { brandId, file: positionals[0]! };
     },
-    async run(stores, input) {
+    input: (parsed) => parsed.file,
+    async run(stores, input, _config, io) {
       const brand = await findBrandContext(stores.sql, input.brandId);
       if (!brand) throw new Error(`no brand ${input.brandId}`);
       if (!brand.scope) {
         throw new Error(`brand ${input.brandId} has no shop: segments need a scope`);
       }
-      const text = input.file === "-"
-        ? await new Response(Deno.stdin.readable).text()
-        : await Deno.readTextFile(input.file);
+      const text = await new Response(await io.open(input.file)).text();
       let definitions: unknown;
       try {
         definitions = JSON.parse(text);

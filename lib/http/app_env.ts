@@ -8,7 +8,7 @@
  */
 import type { Config } from "../config.ts";
 import type { LogLevel } from "../log.ts";
-import type { Sql } from "../store/db.ts";
+import type { Database, Sql } from "../store/db.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { ShopifyAdmin } from "../shopify/admin_client.ts";
 import type { AuthVariables } from "./auth.ts";
@@ -22,6 +22,8 @@ export interface AppDeps {
   /** The KV database holding the ingest queue; the same as `kv` unless configured apart. */
   queueKv?: Deno.Kv;
   sql: Sql;
+  /** How `sql` reaches its database (operator commands choose COPY on a server by it). */
+  database?: Pick<Database, "mode">;
   engine: Engine;
   now: () => Date;
   newId: () => string;

@@ -35,7 +35,10 @@ export type ErrorCode =
   | "internal_error"
   | "request_timeout"
   | "queue_full"
-  | "client_closed_request";
+  | "client_closed_request"
+  // The operator API (/admin): a bad command line (the CLI's exit 2), a command that failed.
+  | "usage_error"
+  | "command_failed";
 
 /** The one error type: carries the HTTP status, the contract's code, a description and headers. */
 export class HttpError extends Error {

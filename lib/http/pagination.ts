@@ -51,6 +51,7 @@ export function limitParam(
       type: "integer",
       minimum: 1,
       default: fallback,
+      example: Math.min(fallback, 10),
       description: `Page size; values above ${max} are clamped to ${max}.`,
     });
 }
@@ -60,12 +61,14 @@ export const offsetParam = z.coerce.number().int().min(0).optional().default(0).
   type: "integer",
   minimum: 0,
   default: 0,
+  example: 0,
   description: `Rows to skip; offset + limit must stay within ${OFFSET_WINDOW}.`,
 });
 
 /** `cursor`: the opaque token of a previous page. */
 export const cursorParam = z.string().min(1).max(200).optional().openapi({
   description: "Opaque token from a previous page's nextCursor; when present, offset is ignored.",
+  example: "c_01KAB3M4Q9R8S7T6V5W4X3Y2Z1",
 });
 
 /** The standard query parameters of an offset-paged list. */

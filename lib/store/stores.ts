@@ -40,15 +40,19 @@ export class StoreOpenError extends Error {
 }
 
 /**
- * Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations; a failure
- * is a {@linkcode StoreOpenError} naming the store and its variable.
+ * Opens Deno KV and Postgres (or embedded PGlite) from config and applies migrations (unless
+ * `MIGRATE=off`, or `migrate: false` for the `migrate` command, which applies them itself to
+ * report them); a failure is a {@linkcode StoreOpenError} naming the store and its variable.
  */
-export async function openStores(config: Config, options: { serve: boolean }): Promise<Stores> {
+export async function openStores(
+  config: Config,
+  options: { serve: boolean; migrate?: boolean },
+): Promise<Stores> {
   const database = await _openDatabase(config, options);
   let kv: Deno.Kv | undefined;
   try {
     kv = await _openKv(config);
-    if (config.migrate) {
+    if (config.migrate && options.migrate !== false) {
       await migrate(database.sql).catch((err) => {
         throw new StoreOpenError("migrations", "MIGRATE", `migrations failed: ${err}`, {
           cause: err,

@@ -36,6 +36,22 @@ export interface ApiKeyRecord {
   expires_at: string | null;
 }
 
+/** What a key's owner may see of its record: everything but the brand (theirs) and the hash. */
+export type ApiKeyView = Omit<ApiKeyRecord, "brand">;
+
+/** The owner's view of a key record (the `/cdp/keys` answers and `key list`). */
+export function apiKeyView(record: ApiKeyRecord): ApiKeyView {
+  return {
+    id: record.id,
+    name: record.name,
+    prefix: record.prefix,
+    created_at: record.created_at,
+    last_used_at: record.last_used_at,
+    expires_at: record.expires_at,
+    revoked_at: record.revoked_at,
+  };
+}
+
 /** Clock and id source for key operations. */
 export interface ApiKeyDeps {
   kv: Deno.Kv;

@@ -213,6 +213,36 @@ export async function setBrand(
   };
 }
 
+/** A brand as the operator lists it: its view and when it was created. */
+export type BrandListing = BrandView & { created_at: string };
+
+/** Every brand, oldest first, or only `brandId` (an empty list when it does not exist). */
+export async function listBrands(sql: Sql, brandId?: string): Promise<BrandListing[]> {
+  const rows = await sql<{
+    id: string;
+    name: string;
+    shop_domain: string | null;
+    status: "connected" | "disconnected" | null;
+    beta: boolean;
+    created_at: Date;
+  }[]>`
+    select b.id, b.name, i.shop_domain, i.status, b.created_at,
+           exists (select 1 from brand_permissions p
+                   where p.brand_id = b.id and p.permission = ${BETA_COMMERCE}) as beta
+    from brands b
+    left join integrations i on i.brand_id = b.id and i.provider = 'shopify'
+    ${brandId === undefined ? sql`` : sql`where b.id = ${brandId}`}
+    order by b.created_at, b.id`;
+  return rows.map((row) => ({
+    id: row.id,
+    name: row.name,
+    shop: row.shop_domain,
+    beta: row.beta,
+    integration: row.status,
+    created_at: new Date(row.created_at).toISOString(),
+  }));
+}
+
 /** A shop that may receive storefront pixel events: connected, enabled, with its origins. */
 export interface PixelShop {
   brandId: string;

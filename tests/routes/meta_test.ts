@@ -22,6 +22,59 @@ Deno.test("openapi: /openapi.json validates as OpenAPI 3.1 and documents every r
   });
 });
 
+interface Operation {
+  operationId?: string;
+  parameters?: { name: string; example?: unknown; schema?: { example?: unknown } }[];
+  requestBody?: { content: Record<string, { example?: unknown }> };
+  responses: Record<string, { content?: Record<string, { example?: unknown }> }>;
+}
+
+/** Every operation of a document, as `METHOD path` and its object. */
+function operations(doc: { paths: Record<string, Record<string, unknown>> }) {
+  const methods = ["get", "put", "post", "delete", "patch", "head", "options"];
+  return Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item).filter(([method]) => methods.includes(method))
+      .map(([method, op]) => [`${method.toUpperCase()} ${path}`, op as Operation] as const)
+  );
+}
+
+Deno.test("openapi: every operation has a camelCase operationId, request and response examples; servers are set", async () => {
+  await withContext(async (ctx) => {
+    // The operator document: every public operation and the operator API.
+    const doc = await (await ctx.app.request("/openapi.json?admin=1")).json();
+    assert.deepEqual(doc.servers, [{ url: "/", description: "This service" }]);
+    const ops = operations(doc);
+    assert.ok(ops.length >= 30, `only ${ops.length} operations`);
+    const ids = new Set<string>();
+    for (const [where, op] of ops) {
+      assert.match(op.operationId ?? "", /^[a-z][a-zA-Z0-9]*$/, `${where}: operationId`);
+      assert.ok(!ids.has(op.operationId!), `${where}: operationId ${op.operationId} repeated`);
+      ids.add(op.operationId!);
+      for (const param of op.parameters ?? []) {
+        assert.ok(
+          param.example !== undefined || param.schema?.example !== undefined,
+          `${where}: parameter ${param.name} has no example`,
+        );
+      }
+      for (const [type, media] of Object.entries(op.requestBody?.content ?? {})) {
+        assert.ok(media.example !== undefined, `${where}: ${type} request body has no example`);
+      }
+      for (const [status, response] of Object.entries(op.responses)) {
+        for (const [type, media] of Object.entries(response.content ?? {})) {
+          assert.ok(media.example !== undefined, `${where}: ${status} ${type} has no example`);
+        }
+      }
+    }
+    // The names generated clients get: stable, so a rename is a breaking change seen here.
+    for (
+      const id of ["ingestEvents", "listEventTypes", "getProfile", "listProfiles", "defineSegment"]
+    ) {
+      assert.ok(ids.has(id), id);
+    }
+    assert.ok(ids.has("runAdminCommand"));
+  }, { ADMIN_TOKEN: "meta-test-admin-token-0123456789abcdefg" });
+});
+
 Deno.test("docs: /docs serves the interactive reference page without third-party scripts", async () => {
   await withContext(async (ctx) => {
     const res = await ctx.app.request("/docs");

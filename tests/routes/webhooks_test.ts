@@ -197,7 +197,8 @@ Deno.test("webhooks: GET is 405 with Allow; the route needs no API key and is in
     assert.equal((await errorBody(res)).error, "method_not_allowed");
     const doc = await (await ctx.app.request("/openapi.json")).json();
     assert.ok(doc.paths["/webhooks/shopify"].post);
-    assert.equal(doc.paths["/webhooks/shopify"].post.security, undefined);
+    // No credential: an explicit empty requirement (the HMAC is the proof).
+    assert.deepEqual(doc.paths["/webhooks/shopify"].post.security, []);
   }, ENV);
 });
 

@@ -5,48 +5,14 @@ import { loadConfig } from "../../../lib/config.ts";
 import { type EventsMessage, writeDeadLetter } from "../../../lib/ingest/queue.ts";
 import { usageDailyKey } from "../../../lib/store/kv_keys.ts";
 import { openStores } from "../../../lib/store/stores.ts";
-import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
+import { MIGRATIONS } from "../../../lib/store/migrations.ts";
+import { authenticateApiKey } from "../../../lib/tenancy/api_keys.ts";
+import { COMMANDS } from "../../../lib/admin/cli.ts";
+import { DATABASE_URL } from "../../test_support.ts";
+import { json, ROOT, runCli, withStores } from "./cli_support.ts";
 
-const ROOT = new URL("../../../", import.meta.url).pathname;
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", `${ROOT}admin.ts`, ...args],
-    env,
-    cwd: ROOT,
-  }).output();
-  return {
-    code: output.code,
-    stdout: new TextDecoder().decode(output.stdout),
-    stderr: new TextDecoder().decode(output.stderr),
-  };
-}
-
-/** One JSON object on stdout, nothing else. */
-function json(result: CliResult): Record<string, unknown> {
-  assert.equal(result.code, 0, result.stderr);
-  const lines = result.stdout.trim().split("\n");
-  assert.equal(lines.length, 1, result.stdout);
-  return JSON.parse(lines[0]!);
-}
-
-/** Environment pointing the CLI (and service) at throwaway stores of this run's backend. */
-async function withStores(fn: (env: Record<string, string>) => Promise<void>): Promise<void> {
-  const dataDir = await Deno.makeTempDir();
-  const database = DATABASE_URL ? await freshDatabase() : undefined;
-  try {
-    await fn({ DATA_DIR: dataDir, DATABASE_URL: database?.url ?? "" });
-  } finally {
-    await database?.close();
-    await Deno.remove(dataDir, { recursive: true });
-  }
-}
+// A well-formed brand id no brand has.
+const MISSING = "01M86TDT9CSKW28VQJZ3VT7SDR";
 
 Deno.test("cli: brand create, brand set and key issue print one JSON object each", async () => {
   await withStores(async (env) => {
@@ -100,18 +66,30 @@ Deno.test("cli: failures go to stderr with a non-zero exit and nothing on stdout
     const cases: [string[], number, RegExp][] = [
       [["brand", "create"], 2, /--name is required/],
       [["brand", "create", "--name", "X", "--bogus"], 2, /bogus/],
-      [["brand", "set", "--brand", "x", "--beta", "maybe"], 2, /on or off/],
+      [["brand", "set", "--brand", MISSING, "--beta", "maybe"], 2, /on or off/],
       [
-        ["brand", "set", "--brand", "x", "--integration", "sideways"],
+        ["brand", "set", "--brand", MISSING, "--integration", "sideways"],
         2,
         /connected or disconnected/,
       ],
       [["frobnicate"], 2, /unknown command/],
       [["brand", "create", "--name", "X", "--shop", "example.com"], 1, /myshopify\.com/],
-      [["brand", "set", "--brand", "missing", "--beta", "on"], 1, /no brand missing/],
-      [["key", "issue", "--brand", "missing"], 1, /no brand missing/],
-      [["orders", "import", "--brand", "x", "-"], 1, /no brand x/],
-      [["orders", "import", "--brand", "x"], 2, /one FILE/],
+      [["brand", "set", "--brand", MISSING, "--beta", "on"], 1, /no brand 01M8/],
+      [["key", "issue", "--brand", MISSING], 1, /no brand 01M8/],
+      [["orders", "import", "--brand", MISSING, "-"], 1, /no brand 01M8/],
+      [["orders", "import", "--brand", MISSING], 2, /one FILE/],
+      // Ids are checked for their shape before any store is opened.
+      [["key", "issue", "--brand", "missing"], 2, /--brand takes a brand id.*"missing"/],
+      [["brand", "show", "--brand", "01m86tdt9cskw28vqjz3vt7sdr"], 2, /--brand takes a brand id/],
+      [["key", "revoke", "--brand", MISSING, "--id", MISSING], 2, /--id takes a key id/],
+      [["key", "revoke", "--brand", MISSING], 2, /--id is required/],
+      [["deadletter", "show", "--id", "../x"], 2, /--id takes a dead letter id/],
+      [["deadletter", "list", "--brand", "x y"], 2, /--brand takes a brand id/],
+      // Days must exist on the calendar, not just look like one.
+      [["usage", "--brand", MISSING, "--from", "2026-13-01"], 2, /--from takes a calendar day/],
+      [["usage", "--brand", MISSING, "--to", "2026-02-30"], 2, /--to takes a calendar day/],
+      [["usage", "--brand", MISSING, "--from", "2026-11-02", "--to", "2026-11-01"], 2, /after/],
+      [["brand", "list", "extra"], 2, /positional/],
     ];
     for (const [args, code, message] of cases) {
       const result = await runCli(args, env);
@@ -211,7 +189,7 @@ Deno.test("cli: deadletter list shows what the forwarder gave up on; replay appl
         failed_at: "2026-11-21T12:00:01.000Z",
       }],
     });
-    assert.deepEqual(json(await runCli(["deadletter", "list", "--brand", "other"], env)), {
+    assert.deepEqual(json(await runCli(["deadletter", "list", "--brand", MISSING], env)), {
       deadLetters: [],
     });
 
@@ -358,7 +336,7 @@ Deno.test("cli: usage prints a brand's request counts per day and route family",
     });
     const bad = await runCli(["usage", "--brand", String(brand.id), "--from", "20/11/2026"], env);
     assert.equal(bad.code, 2);
-    assert.equal((await runCli(["usage", "--brand", "missing"], env)).code, 1);
+    assert.equal((await runCli(["usage", "--brand", MISSING], env)).code, 1);
   });
 });
 
@@ -447,6 +425,158 @@ Deno.test("cli: orders import reads a file or stdin, reports per-line errors, an
       assert.equal(contacts!.n, 1);
     } finally {
       await stores.close();
+      await Deno.remove(file);
+    }
+  });
+});
+
+Deno.test("cli: --help on every command prints its usage and exits 0 without opening stores", async () => {
+  // No store is reachable here: help must not need one.
+  const env = { DATABASE_URL: "postgres://nobody@127.0.0.1:1/none", DATA_DIR: "/nonexistent" };
+  for (const [name, command] of Object.entries(COMMANDS)) {
+    for (const argv of [[...name.split(" "), "--help"], ["help", ...name.split(" ")]]) {
+      const result = await runCli(argv, env);
+      assert.equal(result.code, 0, `${argv.join(" ")}: ${result.stderr}`);
+      assert.equal(result.stderr, "");
+      assert.ok(
+        result.stdout.startsWith(`Usage: deno task admin ${name} ${command.usage}`.trimEnd()),
+        result.stdout,
+      );
+      assert.ok(result.stdout.includes(command.summary), result.stdout);
+    }
+  }
+  const all = await runCli(["--help"], env);
+  assert.equal(all.code, 0);
+  const lines = all.stdout.split("\n");
+  for (const name of Object.keys(COMMANDS)) {
+    assert.ok(lines.some((line) => `${line} `.startsWith(`  ${name} `)), name);
+  }
+});
+
+Deno.test("cli: brand list and show, key list and revoke (a revoked key stops authenticating)", async () => {
+  await withStores(async (env) => {
+    assert.deepEqual(json(await runCli(["brand", "list"], env)), { brands: [] });
+    const acme = json(
+      await runCli(["brand", "create", "--name", "Acme", "--shop", "acme.myshopify.com"], env),
+    );
+    const bare = json(await runCli(["brand", "create", "--name", "Bare", "--beta"], env));
+    const listed = json(await runCli(["brand", "list"], env)).brands as Record<string, unknown>[];
+    assert.deepEqual(listed.map(({ created_at: _, ...rest }) => rest), [
+      {
+        id: acme.id,
+        name: "Acme",
+        shop: "acme.myshopify.com",
+        beta: false,
+        integration: "connected",
+      },
+      { id: bare.id, name: "Bare", shop: null, beta: true, integration: null },
+    ]);
+    assert.ok(listed.every((brand) => !Number.isNaN(Date.parse(String(brand.created_at)))));
+
+    const first = json(
+      await runCli(["key", "issue", "--brand", String(acme.id), "--name", "a"], env),
+    );
+    const second = json(await runCli(["key", "issue", "--brand", String(acme.id)], env));
+    const keys = json(await runCli(["key", "list", "--brand", String(acme.id)], env));
+    assert.equal(keys.brand, acme.id);
+    const records = keys.keys as Record<string, unknown>[];
+    assert.deepEqual(records.map((k) => [k.id, k.name, k.prefix, k.revoked_at]), [
+      [first.id, "a", first.prefix, null],
+      [second.id, null, second.prefix, null],
+    ]);
+    // Metadata only: no plaintext and no hash anywhere in the output.
+    assert.ok(!JSON.stringify(keys).includes(String(first.key)));
+    assert.deepEqual(
+      Object.keys(records[0]!).sort(),
+      ["created_at", "expires_at", "id", "last_used_at", "name", "prefix", "revoked_at"],
+    );
+    assert.deepEqual(json(await runCli(["key", "list", "--brand", String(bare.id)], env)), {
+      brand: bare.id,
+      keys: [],
+    });
+
+    const revoked = json(
+      await runCli(["key", "revoke", "--brand", String(acme.id), "--id", String(first.id)], env),
+    );
+    assert.equal(revoked.id, first.id);
+    assert.ok(typeof revoked.revoked_at === "string");
+    // Idempotent, as POST /cdp/keys/revoke: the same record again.
+    assert.deepEqual(
+      json(
+        await runCli(["key", "revoke", "--brand", String(acme.id), "--id", String(first.id)], env),
+      ),
+      revoked,
+    );
+    // Another brand's key is no key of this brand.
+    const elsewhere = await runCli(
+      ["key", "revoke", "--brand", String(bare.id), "--id", String(second.id)],
+      env,
+    );
+    assert.equal(elsewhere.code, 1);
+    assert.match(elsewhere.stderr, /has no key/);
+
+    const shown = json(await runCli(["brand", "show", "--brand", String(acme.id)], env));
+    assert.deepEqual(shown, { ...listed[0], keys: { total: 2, live: 1 } });
+    const missing = await runCli(["brand", "show", "--brand", MISSING], env);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /no brand/);
+
+    const stores = await openStores(loadConfig(env), { serve: false });
+    try {
+      const deps = { kv: stores.kv, now: () => new Date() };
+      assert.equal(await authenticateApiKey(deps, String(first.key)), null);
+      assert.equal((await authenticateApiKey(deps, String(second.key)))?.id, second.id);
+    } finally {
+      await stores.close();
+    }
+  });
+});
+
+Deno.test("cli: migrate applies what the database lacks and prints it; then nothing", async () => {
+  await withStores(async (env) => {
+    if (DATABASE_URL) {
+      // A fresh server database is a copy of the migrated template: empty it first.
+      const stores = await openStores(loadConfig(env), { serve: false, migrate: false });
+      try {
+        await stores.sql.unsafe("drop schema public cascade; create schema public");
+      } finally {
+        await stores.close();
+      }
+    }
+    const last = MIGRATIONS.at(-1)!.version;
+    assert.deepEqual(json(await runCli(["migrate"], env)), {
+      applied: MIGRATIONS.map((m) => ({ version: m.version, name: m.name })),
+      version: last,
+    });
+    assert.deepEqual(json(await runCli(["migrate"], env)), { applied: [], version: last });
+  });
+});
+
+Deno.test("cli: --progress reports objects read and their rate on stderr while an import runs", async () => {
+  await withStores(async (env) => {
+    const brand = json(
+      await runCli(["brand", "create", "--name", "P", "--shop", "p.myshopify.com", "--beta"], env),
+    );
+    const file = await Deno.makeTempFile({ suffix: ".ndjson" });
+    const lines = Array.from(
+      { length: 50 },
+      (_, i) =>
+        JSON.stringify({
+          external_id: `s${i}`,
+          status: "active",
+          customer: { email: `c${i}@x.io` },
+        }),
+    );
+    await Deno.writeTextFile(file, lines.join("\n") + "\n\n");
+    try {
+      const args = ["subscriptions", "import", "--brand", String(brand.id), file];
+      const quiet = await runCli(args, env);
+      assert.equal(quiet.stderr, "", "no progress unless asked for or on a terminal");
+      const result = await runCli([...args, "--progress"], env);
+      assert.deepEqual(json(result), { imported: 50, rejected: [] });
+      const reports = result.stderr.trim().split("\n");
+      assert.match(reports.at(-1)!, /^50 objects read \(\d+\/s, 0\.0 MB\), done$/);
+    } finally {
       await Deno.remove(file);
     }
   });
