@@ -42,6 +42,7 @@ export function limitParam(
       .openapi({
         type: "integer",
         default: fallback,
+        example: Math.min(fallback, 10),
         description: `Page size, clamped to 1..${max}.`,
       });
   }

@@ -95,7 +95,7 @@ Deno.test("cli: segments import creates, then updates, reports refusals; JSON on
     await Deno.writeTextFile(`${dataDir}/bad.json`, "{not json");
     for (
       const [args, message] of [
-        [["--brand", "nope", file], /no brand nope/],
+        [["--brand", "01ARZ3NDEKTSV4RRFFQ69G5FAV", file], /no brand 01ARZ3NDEKTSV4RRFFQ69G5FAV/],
         [["--brand", bare.id, file], /has no shop/],
         [["--brand", brand.id, `${dataDir}/bad.json`], /is not JSON/],
       ] as [string[], RegExp][]
