@@ -148,6 +148,29 @@ export async function retireBacklogMessage(kv: Deno.Kv, messageId: string): Prom
 }
 
 /**
+ * {@linkcode retireBacklogMessage} for several messages in one KV commit (a forwarder's group);
+ * should the commit be refused (another delivery retired one meanwhile), each is retired alone.
+ */
+export async function retireBacklogMessages(kv: Deno.Kv, messageIds: string[]): Promise<void> {
+  const markers: Deno.KvEntryMaybe<number>[] = [];
+  // getMany reads at most ten keys at a time.
+  for (let i = 0; i < messageIds.length; i += 10) {
+    const keys = messageIds.slice(i, i + 10).map((id) => ingestBacklogMarkerKey(id));
+    markers.push(...await kv.getMany<number[]>(keys));
+  }
+  const live = markers.filter((m): m is Deno.KvEntry<number> => m.versionstamp !== null);
+  if (live.length === 0) return;
+  const op = kv.atomic();
+  let done = 0n;
+  for (const marker of live) {
+    op.check(marker).delete(marker.key);
+    done += BigInt(marker.value);
+  }
+  if ((await op.sum(ingestBacklogCounterKey("done"), done).commit()).ok) return;
+  for (const id of messageIds) await retireBacklogMessage(kv, id);
+}
+
+/**
  * Retires the markers of messages KV itself dead-lettered after their retries ran out (it wrote
  * their undelivered keys), and deletes those keys; returns how many it retired.
  */

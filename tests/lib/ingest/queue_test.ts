@@ -14,6 +14,7 @@ import {
   readBacklog,
   replayDeadLetter,
   retireBacklogMessage,
+  retireBacklogMessages,
   retireUndelivered,
   storedSizeBound,
   storedSizeBoundWith,
@@ -712,6 +713,27 @@ Deno.test("backlog: a finished message is counted out once, however often it is 
     assert.equal(await readBacklog(kv), 0);
     // A message this service never counted (enqueued before the backlog existed) is no error.
     assert.equal(await retireBacklogMessage(kv, "unknown"), false);
+    assert.equal(await readBacklog(kv), 0);
+  });
+});
+
+Deno.test("backlog: a group of messages is counted out in one commit, each once", async () => {
+  await withKv(async (kv) => {
+    const ids: string[] = [];
+    const newId = () => {
+      const id = seqId("msg");
+      ids.push(id);
+      return id;
+    };
+    for (let i = 0; i < 12; i++) {
+      await enqueueBatch(kv, { brandId: "b", batch: batchOf([event(), event()]), newId });
+    }
+    assert.equal(await readBacklog(kv), 24);
+    // One of them already retired alone (a redelivery), one never counted: no double count.
+    assert.equal(await retireBacklogMessage(kv, ids[3]!), true);
+    await retireBacklogMessages(kv, [...ids.slice(0, 11), "unknown"]);
+    assert.equal(await readBacklog(kv), 2);
+    await retireBacklogMessages(kv, ids);
     assert.equal(await readBacklog(kv), 0);
   });
 });
