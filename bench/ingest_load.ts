@@ -51,16 +51,26 @@ const SAMPLE_EVERY = 20;
 /** The steady load of the visibility phase (requests/s of 50 events) and its length. */
 const VISIBILITY_RATE = intEnv("BENCH_VISIBILITY_RATE", 20);
 const VISIBILITY_REQUESTS = intEnv("BENCH_VISIBILITY_REQUESTS", 600);
-const PARTS = new Set((Deno.env.get("BENCH_PARTS") ?? "edge,forwarder").split(","));
+const PARTS = new Set(
+  (Deno.env.get("BENCH_PARTS") ?? "edge,forwarder,sustained").split(","),
+);
 for (const part of PARTS) {
-  if (part !== "edge" && part !== "forwarder") throw new Error(`BENCH_PARTS: unknown ${part}`);
+  if (!["edge", "forwarder", "sustained"].includes(part)) {
+    throw new Error(`BENCH_PARTS: unknown ${part}`);
+  }
 }
+/** The sustained open-loop phase: requests/s of 50 events, and for how long. */
+const SUSTAINED_RATE = intEnv("BENCH_SUSTAINED_RATE", 400);
+const SUSTAINED_SECONDS = intEnv("BENCH_SUSTAINED_SECONDS", 60);
+/** The stores the sustained phase runs on (PostgreSQL, PGlite). */
+const SUSTAINED_STORES = (Deno.env.get("BENCH_SUSTAINED_STORES") ?? "PostgreSQL").split(",");
+const DRAIN_LIMIT_MS = 60_000;
 const POLL_MS = 10;
 const VISIBILITY_LIMIT_MS = 30_000;
 /** Bounds of each measured phase and of the whole run. */
 const LOAD_LIMIT_MS = 120_000;
 const FORWARD_LIMIT_MS = 60_000;
-const RUN_LIMIT_MS = 6 * 60_000;
+const RUN_LIMIT_MS = 12 * 60_000;
 const SCOPE = "bench.myshopify.com";
 const STARTED = performance.now();
 const RUN = startBenchRun("ingest_load", RUN_LIMIT_MS);
@@ -75,6 +85,8 @@ const EDGE_P99_TARGET_MS = 50;
 /** The forwarder's share of the floor: every event a new profile, and realistic traffic. */
 const FORWARD_SHARE_TARGET: Record<Shape, number> = { "new profiles": 40, realistic: 60 };
 const VISIBILITY_P99_TARGET_MS = 5000;
+const SUSTAINED_SHARE_TARGET = 95;
+const DRAIN_TARGET_SECONDS = 10;
 
 /** Resolves after `ms`. */
 function sleep(ms: number): Promise<void> {
@@ -666,6 +678,145 @@ async function benchService(
   }
 }
 
+// --- sustained, open loop ------------------------------------------------------------------
+
+interface SustainedRow {
+  service: string;
+  /** Requests sent per second, and what was offered (events/s). */
+  sentRate: number;
+  offeredEventsPerSecond: number;
+  accepted: number;
+  refused: number;
+  refusedSamples: string[];
+  /** Events applied per second over the load, and the share of the offered rate. */
+  appliedEventsPerSecond: number;
+  /** Seconds from the end of the load until every accepted event was applied (NaN: not within the bound). */
+  drainSeconds: number;
+  p50: number;
+  p99: number;
+  inFlightPeak: number;
+}
+
+/** A batch of realistic traffic: five profiles (new to the run), ten events each, one session each. */
+function realisticBody(run: string, i: number, random: () => number): string {
+  const events = Array.from({ length: BATCH }, (_, j) => {
+    const k = `${run}_${i}_${Math.floor(j / EVENTS_PER_PROFILE)}`;
+    const n = 1 + Math.floor(random() * 1000);
+    return {
+      eventType: "page_viewed",
+      profileId: k,
+      sessionId: `s_${k}`,
+      properties: { url: `https://${SCOPE}/products/${n}`, title: `Product ${n}` },
+    };
+  });
+  return JSON.stringify({ events });
+}
+
+/**
+ * The service as deployed by default (its own forwarder; only the rate limit lifted), offered
+ * SUSTAINED_RATE requests/s of 50 realistic events for SUSTAINED_SECONDS open-loop: request i
+ * leaves at start + i / rate whatever the answers before it. Applied = events stored by the end
+ * of the load; then the time until the backlog (the service's own count, read from its KV
+ * store) is empty.
+ */
+async function benchSustained(
+  store: "PGlite" | "PostgreSQL",
+  databaseUrl: string,
+): Promise<SustainedRow> {
+  const name = `service (${store}) + forwarder`;
+  const dataDir = await tempDir("bench_ingest_sustained_");
+  const env = {
+    DATA_DIR: dataDir,
+    KV_PATH: `${dataDir}/kv.sqlite3`,
+    DATABASE_URL: databaseUrl,
+    RATE_LIMIT_PER_MINUTE: "100000000",
+  };
+  progress(`${name}: provisioning a brand and a key with the operator CLI`);
+  const { key } = await provision(env);
+  const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], env);
+  const kv = await Deno.openKv(env.KV_PATH);
+  let reader: { sql: Sql; close(): Promise<void> } | undefined;
+  try {
+    const database = await openDatabase({ databaseUrl, dataDir, serve: false, max: 1 });
+    reader = database;
+    const stored = async () => {
+      const [row] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from events where scope = ${SCOPE}`;
+      return row?.n ?? 0;
+    };
+    const headers = { "content-type": "application/json", authorization: `Bearer ${key}` };
+    const random = prng(7);
+    const run = `o${Date.now().toString(36)}`;
+    const total = SUSTAINED_RATE * SUSTAINED_SECONDS;
+    const latencies: number[] = [];
+    const refusedSamples: string[] = [];
+    let accepted = 0;
+    let refused = 0;
+    let inFlight = 0;
+    let inFlightPeak = 0;
+    const pending: Promise<void>[] = [];
+    progress(`${name}: ${SUSTAINED_RATE} req/s of ${BATCH} events for ${SUSTAINED_SECONDS} s`);
+    const started = performance.now();
+    for (let i = 0; i < total; i++) {
+      const due = started + (1000 * i) / SUSTAINED_RATE;
+      if (due > performance.now()) await sleep(due - performance.now());
+      const body = realisticBody(run, i, random);
+      inFlight++;
+      inFlightPeak = Math.max(inFlightPeak, inFlight);
+      const t0 = performance.now();
+      pending.push(
+        fetch(`${server.url}/cdp/events`, { method: "POST", headers, body }).then(async (res) => {
+          const text = await res.text();
+          latencies.push(performance.now() - t0);
+          if (res.status === 202) accepted++;
+          else {
+            refused++;
+            if (refusedSamples.length < 5) {
+              refusedSamples.push(`${res.status} ${text.slice(0, 200)}`);
+            }
+          }
+        }, (err) => {
+          refused++;
+          if (refusedSamples.length < 5) refusedSamples.push(String(err).slice(0, 200));
+        }).finally(() => inFlight--),
+      );
+      if ((i + 1) % (SUSTAINED_RATE * 10) === 0) {
+        progress(`${name}: ${i + 1} sent, backlog ${await readBacklog(kv)} events`);
+      }
+    }
+    await Promise.all(pending);
+    const loadSeconds = (performance.now() - started) / 1000;
+    const appliedAtEnd = await stored();
+    const loadEnded = performance.now();
+    progress(`${name}: load over after ${loadSeconds.toFixed(1)} s; ${appliedAtEnd} applied`);
+    let drainSeconds = NaN;
+    for (const deadline = loadEnded + DRAIN_LIMIT_MS; performance.now() < deadline;) {
+      if ((await readBacklog(kv)) === 0 && (await stored()) >= accepted * BATCH) {
+        drainSeconds = (performance.now() - loadEnded) / 1000;
+        break;
+      }
+      await sleep(100);
+    }
+    return {
+      service: name,
+      sentRate: total / loadSeconds,
+      offeredEventsPerSecond: (total * BATCH) / loadSeconds,
+      accepted,
+      refused,
+      refusedSamples,
+      appliedEventsPerSecond: appliedAtEnd / loadSeconds,
+      drainSeconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      inFlightPeak,
+    };
+  } finally {
+    kv.close();
+    await reader?.close().catch(() => {});
+    await server.stop();
+  }
+}
+
 // --- forwarder ------------------------------------------------------------------------------
 
 interface ForwardRow {
@@ -1004,11 +1155,23 @@ async function main(): Promise<number> {
     await close();
   }
 
+  // 4: sustained open-loop load on the service with its own forwarder.
+  const sustained: SustainedRow[] = [];
+  if (PARTS.has("sustained")) {
+    for (const store of SUSTAINED_STORES) {
+      if (store === "PostgreSQL" && admin) {
+        sustained.push(await benchSustained("PostgreSQL", await scratchDatabase(admin)));
+      } else if (store === "PGlite") {
+        sustained.push(await benchSustained("PGlite", ""));
+      }
+    }
+  }
+
   // Report.
-  const floor2 = edges.find((e) => e.server.startsWith("floor 2"))!;
+  const floor2 = edges.find((e) => e.server.startsWith("floor 2"));
   const verdicts: Verdict[] = [];
-  for (const edge of edges.filter((e) => e.server.startsWith("service"))) {
-    const share = (100 * edge.rps) / floor2.rps;
+  for (const edge of edges.filter((e) => floor2 && e.server.startsWith("service"))) {
+    const share = (100 * edge.rps) / floor2!.rps;
     verdicts.push({
       target: `edge >= ${EDGE_SHARE_TARGET}% of floor 2 and p99 < ${EDGE_P99_TARGET_MS} ms`,
       subject: edge.server,
@@ -1031,6 +1194,25 @@ async function main(): Promise<number> {
       subject: v.service,
       measured: `${fmt(v.p99)} ms`,
       pass: v.p99 < VISIBILITY_P99_TARGET_MS,
+    });
+  }
+  for (const r of sustained) {
+    const share = (100 * r.appliedEventsPerSecond) / r.offeredEventsPerSecond;
+    verdicts.push({
+      target: `sustained: applied >= ${SUSTAINED_SHARE_TARGET}% of the offered rate`,
+      subject: r.service,
+      measured: `${fmt(share, 1)}% (${fmt(r.appliedEventsPerSecond)} of ${
+        fmt(r.offeredEventsPerSecond)
+      } events/s)`,
+      pass: share >= SUSTAINED_SHARE_TARGET,
+    });
+    verdicts.push({
+      target: `sustained: backlog drained <= ${DRAIN_TARGET_SECONDS} s after the load`,
+      subject: r.service,
+      measured: Number.isNaN(r.drainSeconds)
+        ? `not within ${DRAIN_LIMIT_MS / 1000} s`
+        : `${fmt(r.drainSeconds, 1)} s`,
+      pass: r.drainSeconds <= DRAIN_TARGET_SECONDS,
     });
   }
   const invalid: string[] = [];
@@ -1077,7 +1259,7 @@ async function main(): Promise<number> {
         fmt(e.eventsPerSecond),
         fmt(e.p50, 1),
         fmt(e.p99, 1),
-        `${fmt((100 * e.rps) / floor2.rps, 1)}%`,
+        floor2 ? `${fmt((100 * e.rps) / floor2.rps, 1)}%` : "n/a",
       ]),
     ),
     "",
@@ -1128,6 +1310,39 @@ async function main(): Promise<number> {
       ]),
     ),
     "",
+    `### Sustained: open-loop ${SUSTAINED_RATE} req/s of ${BATCH} realistic events for ` +
+      `${SUSTAINED_SECONDS} s, service with its own forwarder`,
+    "",
+    table(
+      [
+        "service",
+        "sent req/s",
+        "offered events/s",
+        "202",
+        "refused",
+        "applied events/s",
+        "% of offered",
+        "drain s",
+        "p50 ms",
+        "p99 ms",
+        "peak in flight",
+      ],
+      sustained.map((r) => [
+        r.service,
+        fmt(r.sentRate),
+        fmt(r.offeredEventsPerSecond),
+        r.accepted,
+        r.refused,
+        fmt(r.appliedEventsPerSecond),
+        `${fmt((100 * r.appliedEventsPerSecond) / r.offeredEventsPerSecond, 1)}%`,
+        fmt(r.drainSeconds, 1),
+        fmt(r.p50, 1),
+        fmt(r.p99, 1),
+        r.inFlightPeak,
+      ]),
+    ),
+    ...sustained.flatMap((r) => r.refusedSamples.map((x) => `Refused (${r.service}): ${x}`)),
+    "",
     "### Targets",
     "",
     table(
@@ -1163,7 +1378,7 @@ async function main(): Promise<number> {
       eventsPerSecond: Math.round(e.eventsPerSecond),
       p50Ms: +e.p50.toFixed(2),
       p99Ms: +e.p99.toFixed(2),
-      pctOfFloor2: +((100 * e.rps) / floor2.rps).toFixed(1),
+      pctOfFloor2: floor2 ? +((100 * e.rps) / floor2.rps).toFixed(1) : null,
     })),
     visibility: visibilities.map((v) => ({
       service: v.service,
@@ -1187,6 +1402,15 @@ async function main(): Promise<number> {
       rawEventsPerSecond: Math.round(f.rawEventsPerSecond),
       pctOfRaw: +((100 * f.engineEventsPerSecond) / f.rawEventsPerSecond).toFixed(1),
       engineErrors: f.engineErrors,
+    })),
+    sustained: sustained.map((r) => ({
+      ...r,
+      sentRate: Math.round(r.sentRate),
+      offeredEventsPerSecond: Math.round(r.offeredEventsPerSecond),
+      appliedEventsPerSecond: Math.round(r.appliedEventsPerSecond),
+      drainSeconds: Number.isNaN(r.drainSeconds) ? null : +r.drainSeconds.toFixed(1),
+      p50Ms: +r.p50.toFixed(1),
+      p99Ms: +r.p99.toFixed(1),
     })),
     targets: verdicts.map((v) => ({ ...v, result: v.pass ? "PASS" : "FAIL" })),
     seconds: Math.round((performance.now() - STARTED) / 1000),
