@@ -21,6 +21,7 @@ import {
   writeDeadLetter,
 } from "../../../lib/ingest/queue.ts";
 import { deadLetterKey } from "../../../lib/store/kv_keys.ts";
+import { createGroupCommit } from "../../../lib/store/kv_group_commit.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
@@ -185,6 +186,54 @@ Deno.test("enqueueBatch: the listener receives 'events' messages split as chunkE
         batch: { ...batch, events: chunk },
       })),
     );
+  });
+});
+
+Deno.test("enqueueBatch: with a group commit, concurrent batches share messages; each event once, each request's writes kept", async () => {
+  await withKv(async (kv) => {
+    const queue = collect(kv);
+    const commit = createGroupCommit(kv);
+    const other = { ...batchOf([event(), event()]), source: "pixel" as const };
+    const batches = [
+      ...Array.from({ length: 10 }, (_, i) => ({
+        ...batchOf([event(), event(), event()]),
+        receivedAt: `2026-11-21T12:00:0${i}.000Z`,
+      })),
+      other,
+    ];
+    await Promise.all(batches.map((batch, i) =>
+      enqueueBatch(kv, {
+        brandId: "brand_1",
+        batch,
+        newId: seqId,
+        commit,
+        also: (op) => op.set(["also", i], true),
+      })
+    ));
+    assert.equal(await readBacklog(kv), 32);
+    await eventually(() =>
+      (queue.received as EventsMessage[]).reduce((n, m) => n + m.batch.events.length, 0) === 32
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const messages = queue.received as EventsMessage[];
+    // The first request commits alone at once; the ten that waited share one message per source.
+    assert.ok(messages.length < batches.length, `${messages.length} messages`);
+    const ids = messages.flatMap((m) => m.batch.events.map((e) => e.id)).sort();
+    assert.deepEqual(ids, batches.flatMap((b) => b.events.map((e) => e.id)).sort());
+    for (const m of messages) {
+      const pixel = new Set(other.events.map((e) => e.id));
+      const source = m.batch.events.every((e) => pixel.has(e.id)) ? "pixel" : "server";
+      assert.equal(m.batch.source, source);
+      const own = batches.filter((b) =>
+        b.events.some((e) => m.batch.events.some((x) => x.id === e.id))
+      );
+      // A packed message carries the earliest receivedAt of its batches.
+      assert.equal(m.batch.receivedAt, own.map((b) => b.receivedAt).sort()[0]);
+    }
+    for (let i = 0; i < batches.length; i++) {
+      assert.equal((await kv.get(["also", i])).value, true);
+    }
+    await queue.stop();
   });
 });
 
