@@ -1,7 +1,7 @@
 /**
  * Read-side load benchmark: the engine's query, profile-list and export functions on a brand with
- * 100,000 profiles and 1,000,000 events (plus a second brand of half that size in the same
- * tables, so scope filters matter), each timed side by side, in the same run, with the SQL a DBA
+ * 100,000 profiles and 1,000,000 events by default (BENCH_PROFILES, BENCH_EVENTS; plus a second
+ * brand of half that size in the same tables, so scope filters matter), each timed side by side, in the same run, with the SQL a DBA
  * would write by hand for the same question (the floor), through the same `postgres` driver on
  * the same database.
  *
@@ -22,6 +22,10 @@
  *    1,000 and 10,000 lines: rss and heapUsed sampled every 5 ms, and the live heap (heapUsed
  *    after a full collection at every chunk; `--expose-gc` is set at run time through node:v8),
  *    which is what decides "flat in the page size".
+ * 3b. Export walk: a full export of a segment of about 30% of the profiles (age < 37), 10,000-line
+ *    pages, each page asked for after the previous one's last id as a client follows
+ *    X-Next-Cursor: rows/s of the whole walk and each page's time to first byte, beside one
+ *    cursor over the same rows (the floor).
  * 4. The same on embedded PGlite (openDatabase, served on its socket) at reduced scale: 10,000
  *    profiles and 100,000 events for brand A, a tenth of brand B's full size (5,000 / 50,000).
  *
@@ -35,7 +39,10 @@
  * the embedded pass), BENCH_POSTGRES (1; 0 skips the PostgreSQL pass), BENCH_EXPLAIN (a file:
  * after measuring, append EXPLAIN (ANALYZE, BUFFERS) of every statement each side sends, as the
  * driver prepares it, to that file; PostgreSQL only), BENCH_KEEP_DATABASE (1: keep the PostgreSQL
- * database for diagnosis instead of dropping it; its name is printed).
+ * database for diagnosis instead of dropping it; its name is printed), BENCH_PROFILES (100000:
+ * brand A's profiles; brand B has half), BENCH_EVENTS (10 per profile), BENCH_GROUPS
+ * (`count,metrics,aggregate,list,export,walk`: what to measure, e.g. `count,walk` for a quick run
+ * at a million profiles), BENCH_RUN_MINUTES (14: the run's time bound).
  */
 import v8 from "node:v8";
 import vm from "node:vm";
@@ -1707,6 +1714,15 @@ async function main(): Promise<number> {
         liveHeapMedianBytes: median(m.live),
       })),
       http: p.http,
+      walk: p.walk && {
+        pages: p.walk.pages,
+        lines: p.walk.lines,
+        rowsPerSecond: Math.round(p.walk.lines / p.walk.seconds),
+        floorRowsPerSecond: Math.round(p.walk.floorLines / p.walk.floorSeconds),
+        ttfbFirstMs: +p.walk.ttfbMs[0]!.toFixed(1),
+        ttfbLastMs: +p.walk.ttfbMs.at(-1)!.toFixed(1),
+        ttfbMaxMs: +Math.max(...p.walk.ttfbMs).toFixed(1),
+      },
     })),
     targets: verdicts.map((v) => ({
       ...v,

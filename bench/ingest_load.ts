@@ -9,13 +9,19 @@
  *    `kv.enqueue`: the limit of queue-based ingest), and the service (main.ts) with a brand and key
  *    provisioned through the operator CLI. The service runs on embedded PGlite and, when
  *    PostgreSQL answers at BENCH_DATABASE_URL, on a fresh database created for the run.
- * 2. Forwarder: `createEmbeddedEngine(...).applyEvents(batch)` against the plain multi-row INSERT
- *    of the same rows into a scratch table shaped like `events`, sequential and concurrent, on
- *    PostgreSQL and on PGlite.
+ * 2. Forwarder, per traffic shape (every event a new profile; realistic: ten events per profile
+ *    and session): the floor, four writers of plain 50-row INSERTs into a scratch table shaped
+ *    like `events` (primary key only); `createEmbeddedEngine(...).applyEvents(batch)` from four
+ *    appliers; and the forwarder itself (`createQueueHandler`, default settings) draining a queue
+ *    that holds the same number of events, on PostgreSQL and on PGlite.
  *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
  * 3. Visibility: the service as deployed by default (its own bounded forwarder) over a fresh KV
  *    store, under a steady BENCH_VISIBILITY_RATE; every 20th batch is timed from its 202 until
  *    its first event is readable in `events`.
+ * 4. Sustained: the service as deployed by default (only the rate limit lifted) offered
+ *    BENCH_SUSTAINED_RATE requests/s of 50 realistic events open-loop for
+ *    BENCH_SUSTAINED_SECONDS; the events applied by the end of the load, and how long the backlog
+ *    takes to drain after it.
  *
  * Prints progress on stderr, then markdown tables and one JSON summary line on stdout. Targets
  * are reported PASS/FAIL, never asserted. The exit code is 1 only when the run is invalid (a
@@ -24,9 +30,11 @@
  * Environment (all optional): BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test;
  * an admin connection used to create and drop scratch databases), BENCH_REQUESTS (3000),
  * BENCH_WARMUP (300), BENCH_CONCURRENCY (32), BENCH_FORWARD_EVENTS (20000),
- * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600), BENCH_PARTS
- * (`edge,forwarder`: the parts to run; `edge` is 1 and 3, which share the service's processes,
- * `forwarder` is 2, e.g. BENCH_PARTS=forwarder for A/B runs of the engine alone).
+ * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600), BENCH_SUSTAINED_RATE
+ * (400), BENCH_SUSTAINED_SECONDS (60), BENCH_SUSTAINED_STORES (`PostgreSQL`; `PostgreSQL,PGlite`
+ * for both), BENCH_PARTS (`edge,forwarder,sustained`: the parts to run; `edge` is 1 and 3, which
+ * share the service's processes, `forwarder` is 2, `sustained` is 4, e.g. BENCH_PARTS=forwarder
+ * for A/B runs of the engine alone).
  */
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
