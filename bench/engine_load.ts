@@ -178,6 +178,8 @@ async function generateBrand(
   await sql.begin(async (tx) => {
     const t = tx as unknown as Sql;
     await t`select set_config('synchronous_commit', 'off', true)`;
+    // Generating a million profiles' events takes minutes: beyond the pool's statement bound.
+    await t`select set_config('statement_timeout', '0', true)`;
     await t`select setseed(${tag === "a" ? 0.25 : 0.75})`;
     await t`
       insert into profiles (scope, item_id, properties, provenance, first_visit, last_visit,
@@ -302,10 +304,18 @@ async function generate(sql: Sql, scale: Scale, mode: "postgres" | "pglite"): Pr
   progress(`  rebuilding ${indexes.length} secondary indexes`);
   await sql.begin(async (tx) => {
     if (mode === "postgres") await tx`set local maintenance_work_mem = '256MB'`;
+    await tx`set local statement_timeout = 0`;
     for (const index of indexes) await tx.unsafe(index.indexdef); // from pg_indexes itself
   });
   progress("  vacuum analyze");
-  await sql.unsafe("vacuum analyze").simple();
+  const conn = await sql.reserve();
+  try {
+    await conn`set statement_timeout = 0`;
+    await conn.unsafe("vacuum analyze").simple();
+    await conn`reset statement_timeout`;
+  } finally {
+    conn.release();
+  }
   return performance.now() - started;
 }
 
