@@ -148,15 +148,11 @@ export async function applyEventBatches(
   }
   for (const row of rows) {
     const error = refused.get(row.id);
+    const stored = updated.has(row.id);
+    const changed = stored && updated.get(row.id)! ? 1 : 0;
     results[row.batch]![row.position] = error !== undefined
       ? { ok: false, status: 400, error }
-      : {
-        ok: true,
-        status: 200,
-        result: updated.has(row.id)
-          ? { updated: updated.get(row.id)! ? 1 : 0, processedItems: 1 }
-          : { updated: 0, processedItems: 0 },
-      };
+      : { ok: true, status: 200, result: { updated: changed, processedItems: stored ? 1 : 0 } };
   }
   for (const copy of copies) {
     results[copy.batch]![copy.position] = refused.has(copy.id)

@@ -20,7 +20,10 @@ export interface ForwarderDeps {
   kv: Deno.Kv;
   engine: Engine;
   now: () => Date;
-  /** Messages applied at once (default 4); the others wait under KV's renewed lease. */
+  /**
+   * Transactions (a message, or a group of them) applied at once (default 4); the other messages
+   * wait under KV's renewed lease.
+   */
   concurrency?: number;
   /**
    * When set, a wake-up message every `wakeMs`: Deno KV's SQLite backend wakes a listener only
