@@ -9,13 +9,19 @@
  *    `kv.enqueue`: the limit of queue-based ingest), and the service (main.ts) with a brand and key
  *    provisioned through the operator CLI. The service runs on embedded PGlite and, when
  *    PostgreSQL answers at BENCH_DATABASE_URL, on a fresh database created for the run.
- * 2. Forwarder: `createEmbeddedEngine(...).applyEvents(batch)` against the plain multi-row INSERT
- *    of the same rows into a scratch table shaped like `events`, sequential and concurrent, on
- *    PostgreSQL and on PGlite.
+ * 2. Forwarder, per traffic shape (every event a new profile; realistic: ten events per profile
+ *    and session): the floor, four writers of plain 50-row INSERTs into a scratch table shaped
+ *    like `events` (primary key only); `createEmbeddedEngine(...).applyEvents(batch)` from four
+ *    appliers; and the forwarder itself (`createQueueHandler`, default settings) draining a queue
+ *    that holds the same number of events, on PostgreSQL and on PGlite.
  *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
  * 3. Visibility: the service as deployed by default (its own bounded forwarder) over a fresh KV
  *    store, under a steady BENCH_VISIBILITY_RATE; every 20th batch is timed from its 202 until
  *    its first event is readable in `events`.
+ * 4. Sustained: the service as deployed by default (only the rate limit lifted) offered
+ *    BENCH_SUSTAINED_RATE requests/s of 50 realistic events open-loop for
+ *    BENCH_SUSTAINED_SECONDS; the events applied by the end of the load, and how long the backlog
+ *    takes to drain after it.
  *
  * Prints progress on stderr, then markdown tables and one JSON summary line on stdout. Targets
  * are reported PASS/FAIL, never asserted. The exit code is 1 only when the run is invalid (a
@@ -24,15 +30,19 @@
  * Environment (all optional): BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test;
  * an admin connection used to create and drop scratch databases), BENCH_REQUESTS (3000),
  * BENCH_WARMUP (300), BENCH_CONCURRENCY (32), BENCH_FORWARD_EVENTS (20000),
- * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600), BENCH_PARTS
- * (`edge,forwarder`: the parts to run; `edge` is 1 and 3, which share the service's processes,
- * `forwarder` is 2, e.g. BENCH_PARTS=forwarder for A/B runs of the engine alone).
+ * BENCH_VISIBILITY_RATE (20 requests/s), BENCH_VISIBILITY_REQUESTS (600), BENCH_SUSTAINED_RATE
+ * (400), BENCH_SUSTAINED_SECONDS (60), BENCH_SUSTAINED_STORES (`PostgreSQL`; `PostgreSQL,PGlite`
+ * for both), BENCH_PARTS (`edge,forwarder,sustained`: the parts to run; `edge` is 1 and 3, which
+ * share the service's processes, `forwarder` is 2, `sustained` is 4, e.g. BENCH_PARTS=forwarder
+ * for A/B runs of the engine alone).
  */
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
 import { openDatabase, type Sql } from "../lib/store/db.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
-import { type EventBatch, type IngestEvent } from "../lib/engine/engine.ts";
+import { type Engine, type EventBatch, type IngestEvent } from "../lib/engine/engine.ts";
+import { createQueueHandler } from "../lib/ingest/forwarder.ts";
+import { enqueueBatch, readBacklog } from "../lib/ingest/queue.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
 
@@ -49,16 +59,28 @@ const SAMPLE_EVERY = 20;
 /** The steady load of the visibility phase (requests/s of 50 events) and its length. */
 const VISIBILITY_RATE = intEnv("BENCH_VISIBILITY_RATE", 20);
 const VISIBILITY_REQUESTS = intEnv("BENCH_VISIBILITY_REQUESTS", 600);
-const PARTS = new Set((Deno.env.get("BENCH_PARTS") ?? "edge,forwarder").split(","));
+const PARTS = new Set(
+  (Deno.env.get("BENCH_PARTS") ?? "edge,forwarder,sustained").split(","),
+);
 for (const part of PARTS) {
-  if (part !== "edge" && part !== "forwarder") throw new Error(`BENCH_PARTS: unknown ${part}`);
+  if (!["edge", "forwarder", "sustained"].includes(part)) {
+    throw new Error(`BENCH_PARTS: unknown ${part}`);
+  }
 }
+/** The sustained open-loop phase: requests/s of 50 events, and for how long. */
+const SUSTAINED_RATE = intEnv("BENCH_SUSTAINED_RATE", 400);
+const SUSTAINED_SECONDS = intEnv("BENCH_SUSTAINED_SECONDS", 60);
+/** The stores the sustained phase runs on (PostgreSQL, PGlite). */
+const SUSTAINED_STORES = (Deno.env.get("BENCH_SUSTAINED_STORES") ?? "PostgreSQL").split(",");
+const DRAIN_LIMIT_MS = 60_000;
+/** Requests the open-loop client keeps in flight at most; past it, offered requests are skipped. */
+const SUSTAINED_MAX_IN_FLIGHT = 4_096;
 const POLL_MS = 10;
 const VISIBILITY_LIMIT_MS = 30_000;
 /** Bounds of each measured phase and of the whole run. */
 const LOAD_LIMIT_MS = 120_000;
 const FORWARD_LIMIT_MS = 60_000;
-const RUN_LIMIT_MS = 6 * 60_000;
+const RUN_LIMIT_MS = 12 * 60_000;
 const SCOPE = "bench.myshopify.com";
 const STARTED = performance.now();
 const RUN = startBenchRun("ingest_load", RUN_LIMIT_MS);
@@ -70,8 +92,11 @@ const newId = monotonicFactory();
 // Targets (reported, never asserted).
 const EDGE_SHARE_TARGET = 50;
 const EDGE_P99_TARGET_MS = 50;
-const FORWARD_SHARE_TARGET = 25;
+/** The forwarder's share of the floor: every event a new profile, and realistic traffic. */
+const FORWARD_SHARE_TARGET: Record<Shape, number> = { "new profiles": 40, realistic: 60 };
 const VISIBILITY_P99_TARGET_MS = 5000;
+const SUSTAINED_SHARE_TARGET = 95;
+const DRAIN_TARGET_SECONDS = 10;
 
 /** Resolves after `ms`. */
 function sleep(ms: number): Promise<void> {
@@ -663,10 +688,163 @@ async function benchService(
   }
 }
 
+// --- sustained, open loop ------------------------------------------------------------------
+
+interface SustainedRow {
+  service: string;
+  /** Requests sent per second, and what was offered (events/s). */
+  sentRate: number;
+  offeredEventsPerSecond: number;
+  accepted: number;
+  refused: number;
+  refusedSamples: string[];
+  /** Events applied per second over the load, and the share of the offered rate. */
+  appliedEventsPerSecond: number;
+  /** Seconds from the end of the load until every accepted event was applied (NaN: not within the bound). */
+  drainSeconds: number;
+  p50: number;
+  p99: number;
+  inFlightPeak: number;
+}
+
+/** A batch of realistic traffic: five profiles (new to the run), ten events each, one session each. */
+function realisticBody(run: string, i: number, random: () => number): string {
+  const events = Array.from({ length: BATCH }, (_, j) => {
+    const k = `${run}_${i}_${Math.floor(j / EVENTS_PER_PROFILE)}`;
+    const n = 1 + Math.floor(random() * 1000);
+    return {
+      eventType: "page_viewed",
+      profileId: k,
+      sessionId: `s_${k}`,
+      properties: { url: `https://${SCOPE}/products/${n}`, title: `Product ${n}` },
+    };
+  });
+  return JSON.stringify({ events });
+}
+
+/**
+ * The service as deployed by default (its own forwarder; only the rate limit lifted), offered
+ * SUSTAINED_RATE requests/s of 50 realistic events for SUSTAINED_SECONDS open-loop: request i
+ * leaves at start + i / rate whatever the answers before it. Applied = events stored by the end
+ * of the load; then the time until the backlog (the service's own count, read from its KV
+ * store) is empty.
+ */
+async function benchSustained(
+  store: "PGlite" | "PostgreSQL",
+  databaseUrl: string,
+): Promise<SustainedRow> {
+  const name = `service (${store}) + forwarder`;
+  const dataDir = await tempDir("bench_ingest_sustained_");
+  const env = {
+    DATA_DIR: dataDir,
+    KV_PATH: `${dataDir}/kv.sqlite3`,
+    DATABASE_URL: databaseUrl,
+    RATE_LIMIT_PER_MINUTE: "100000000",
+  };
+  progress(`${name}: provisioning a brand and a key with the operator CLI`);
+  const { key } = await provision(env);
+  const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], env);
+  const kv = await Deno.openKv(env.KV_PATH);
+  let reader: { sql: Sql; close(): Promise<void> } | undefined;
+  try {
+    const database = await openDatabase({ databaseUrl, dataDir, serve: false, max: 1 });
+    reader = database;
+    const stored = async () => {
+      const [row] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from events where scope = ${SCOPE}`;
+      return row?.n ?? 0;
+    };
+    const headers = { "content-type": "application/json", authorization: `Bearer ${key}` };
+    const random = prng(7);
+    const run = `o${Date.now().toString(36)}`;
+    const total = SUSTAINED_RATE * SUSTAINED_SECONDS;
+    const latencies: number[] = [];
+    const refusedSamples: string[] = [];
+    let accepted = 0;
+    let refused = 0;
+    let inFlight = 0;
+    let inFlightPeak = 0;
+    const pending: Promise<void>[] = [];
+    progress(`${name}: ${SUSTAINED_RATE} req/s of ${BATCH} events for ${SUSTAINED_SECONDS} s`);
+    const started = performance.now();
+    let skipped = 0;
+    for (let i = 0; i < total; i++) {
+      const due = started + (1000 * i) / SUSTAINED_RATE;
+      if (due > performance.now()) await sleep(due - performance.now());
+      if (inFlight >= SUSTAINED_MAX_IN_FLIGHT) {
+        // The service is this far behind: the request counts as offered and not accepted.
+        skipped++;
+        continue;
+      }
+      const body = realisticBody(run, i, random);
+      inFlight++;
+      inFlightPeak = Math.max(inFlightPeak, inFlight);
+      const t0 = performance.now();
+      pending.push(
+        fetch(`${server.url}/cdp/events`, { method: "POST", headers, body }).then(async (res) => {
+          const text = await res.text();
+          latencies.push(performance.now() - t0);
+          if (res.status === 202) accepted++;
+          else {
+            refused++;
+            if (refusedSamples.length < 5) {
+              refusedSamples.push(`${res.status} ${text.slice(0, 200)}`);
+            }
+          }
+        }, (err) => {
+          refused++;
+          if (refusedSamples.length < 5) refusedSamples.push(String(err).slice(0, 200));
+        }).finally(() => inFlight--),
+      );
+      if ((i + 1) % (SUSTAINED_RATE * 10) === 0) {
+        progress(`${name}: ${i + 1} offered, backlog ${await readBacklog(kv)} events`);
+      }
+    }
+    // The load stops with the last request offered; what was applied by then is the rate.
+    const loadSeconds = (performance.now() - started) / 1000;
+    const loadEnded = performance.now();
+    const appliedAtEnd = await stored();
+    progress(`${name}: load over after ${loadSeconds.toFixed(1)} s; ${appliedAtEnd} applied`);
+    await Promise.all(pending);
+    if (skipped > 0) {
+      refused += skipped;
+      refusedSamples.push(`${skipped} not sent: ${SUSTAINED_MAX_IN_FLIGHT} requests in flight`);
+    }
+    let drainSeconds = NaN;
+    for (const deadline = loadEnded + DRAIN_LIMIT_MS; performance.now() < deadline;) {
+      if ((await readBacklog(kv)) === 0 && (await stored()) >= accepted * BATCH) {
+        drainSeconds = (performance.now() - loadEnded) / 1000;
+        break;
+      }
+      await sleep(100);
+    }
+    return {
+      service: name,
+      sentRate: total / loadSeconds,
+      offeredEventsPerSecond: (total * BATCH) / loadSeconds,
+      accepted,
+      refused,
+      refusedSamples,
+      appliedEventsPerSecond: appliedAtEnd / loadSeconds,
+      drainSeconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      inFlightPeak,
+    };
+  } finally {
+    kv.close();
+    await reader?.close().catch(() => {});
+    await server.stop();
+  }
+}
+
 // --- forwarder ------------------------------------------------------------------------------
 
 interface ForwardRow {
   store: string;
+  /** The traffic: every event a new profile, or ten events per profile and session. */
+  shape: Shape;
+  /** How ours applied: the forwarder over the queue, or engine.applyEvents per batch. */
   mode: string;
   events: number;
   engineEventsPerSecond: number;
@@ -675,12 +853,28 @@ interface ForwardRow {
   timedOut: boolean;
 }
 
-function makeBatches(scope: string, count: number, seed: number): EventBatch[] {
-  const random = prng(seed);
+type Shape = "new profiles" | "realistic";
+const SHAPES: Shape[] = ["new profiles", "realistic"];
+/** Events per profile (and session) in the realistic shape. */
+const EVENTS_PER_PROFILE = 10;
+
+/** The batches of a forwarder run: unique profiles per `run` and `shape`. */
+function makeBatches(scope: string, count: number, shape: Shape, run: string): EventBatch[] {
+  const random = prng(count);
+  const perProfile = shape === "realistic" ? EVENTS_PER_PROFILE : 1;
   const batches: EventBatch[] = [];
   for (let i = 0; i < count; i += BATCH) {
-    const events: IngestEvent[] = wireEvents(random, Math.min(BATCH, count - i))
-      .map((e) => ({ id: newId(), ...e }));
+    const events: IngestEvent[] = Array.from({ length: Math.min(BATCH, count - i) }, (_, j) => {
+      const k = Math.floor((i + j) / perProfile);
+      const n = 1 + Math.floor(random() * 1000);
+      return {
+        id: newId(),
+        eventType: "page_viewed",
+        profileId: `${run}_${k}`,
+        sessionId: `${run}_s${k}`,
+        properties: { url: `https://${SCOPE}/products/${n}`, title: `Product ${n}` },
+      };
+    });
     batches.push({ scope, source: "server", receivedAt: new Date().toISOString(), events });
   }
   return batches;
@@ -707,6 +901,49 @@ async function drive(
   return { eventsPerSecond: events / seconds, events, timedOut: next < batches.length };
 }
 
+/**
+ * The service's forwarder (its queue handler, default settings) draining a queue that holds the
+ * batches: they are enqueued first, as the edge would have, then the forwarder starts on a fresh
+ * KV store and the clock runs until the backlog is empty.
+ */
+async function driveForwarder(
+  batches: EventBatch[],
+  engine: Engine,
+): Promise<{ eventsPerSecond: number; events: number; timedOut: boolean; errors: number }> {
+  const kv = await Deno.openKv(":memory:");
+  try {
+    for (const batch of batches) await enqueueBatch(kv, { brandId: "bench", batch, newId });
+    let errors = 0;
+    const handle = createQueueHandler({ kv, engine, now: () => new Date() });
+    const listening = kv.listenQueue(async (message) => {
+      try {
+        await handle(message);
+      } catch (err) {
+        if (++errors <= 3) progress(`forwarder error: ${err}`);
+        throw err;
+      }
+    });
+    const started = performance.now();
+    const deadline = started + Math.min(FORWARD_LIMIT_MS, runLeftMs());
+    while ((await readBacklog(kv)) > 0 && performance.now() < deadline) await sleep(POLL_MS);
+    const seconds = (performance.now() - started) / 1000;
+    const left = await readBacklog(kv);
+    const total = batches.reduce((sum, b) => sum + b.events.length, 0);
+    kv.close();
+    await listening;
+    return {
+      eventsPerSecond: (total - left) / seconds,
+      events: total - left,
+      timedOut: left > 0,
+      errors,
+    };
+  } finally {
+    try {
+      kv.close();
+    } catch { /* already closed */ }
+  }
+}
+
 /** The rows the engine would store, as a DBA's INSERT sends them. */
 function rawRows(batch: EventBatch) {
   return batch.events.map((e) => ({
@@ -724,6 +961,11 @@ function rawRows(batch: EventBatch) {
   }));
 }
 
+/**
+ * Per traffic shape: the floor (four writers of plain 50-row INSERTs into a table shaped like
+ * `events` with its primary key only), engine.applyEvents per batch from four appliers, and the
+ * forwarder draining the same events from the queue.
+ */
 async function benchForwarder(store: string, sql: Sql): Promise<ForwardRow[]> {
   await migrate(sql);
   await sql`create table raw_events (like events including defaults including constraints)`;
@@ -747,36 +989,59 @@ async function benchForwarder(store: string, sql: Sql): Promise<ForwardRow[]> {
     await sql`insert into raw_events ${sql(rawRows(batch))}`;
   };
   progress(`${store}: forwarder warm-up`);
-  for (const batch of makeBatches("warm.myshopify.com", 10 * BATCH, 9)) {
+  for (const batch of makeBatches("warm.myshopify.com", 10 * BATCH, "realistic", "warm")) {
     await applyEngine(batch);
     await applyRaw(batch);
   }
+  await driveForwarder(makeBatches("warm.myshopify.com", 20 * BATCH, "realistic", "warmq"), engine);
   const rows: ForwardRow[] = [];
-  for (const workers of [1, APPLIERS]) {
-    const mode = workers === 1 ? "sequential" : `${workers} concurrent`;
-    const batches = makeBatches(`w${workers}.myshopify.com`, FORWARD_EVENTS, 10 + workers);
-    progress(`${store}: engine.applyEvents, ${FORWARD_EVENTS} events, ${mode}`);
+  const scopes: string[] = [];
+  for (const [s, shape] of SHAPES.entries()) {
+    const scope = `s${s}.myshopify.com`;
+    scopes.push(scope);
+    const mode = `${APPLIERS} concurrent`;
+    progress(`${store} ${shape}: plain multi-row INSERT, ${FORWARD_EVENTS} events, ${mode}`);
+    const viaInsert = await drive(
+      makeBatches(scope, FORWARD_EVENTS, shape, "raw"),
+      APPLIERS,
+      applyRaw,
+    );
+    progress(`${store} ${shape}: engine.applyEvents per batch, ${mode}`);
     const before = engineErrors;
-    const viaEngine = await drive(batches, workers, applyEngine);
-    progress(`${store}: plain multi-row INSERT, ${FORWARD_EVENTS} events, ${mode}`);
-    const viaInsert = await drive(batches, workers, applyRaw);
-    rows.push({
-      store,
-      mode,
-      events: Math.min(viaEngine.events, viaInsert.events),
-      engineEventsPerSecond: viaEngine.eventsPerSecond,
-      rawEventsPerSecond: viaInsert.eventsPerSecond,
-      engineErrors: engineErrors - before,
-      timedOut: viaEngine.timedOut || viaInsert.timedOut,
-    });
+    const viaEngine = await drive(
+      makeBatches(scope, FORWARD_EVENTS, shape, "engine"),
+      APPLIERS,
+      applyEngine,
+    );
+    progress(`${store} ${shape}: the forwarder draining the queue`);
+    const viaQueue = await driveForwarder(
+      makeBatches(scope, FORWARD_EVENTS, shape, "queue"),
+      engine,
+    );
+    for (
+      const [label, via, errors] of [
+        [`engine.applyEvents, ${mode}`, viaEngine, engineErrors - before],
+        ["forwarder (queue, grouped)", viaQueue, viaQueue.errors],
+      ] as const
+    ) {
+      rows.push({
+        store,
+        shape,
+        mode: label,
+        events: Math.min(via.events, viaInsert.events),
+        engineEventsPerSecond: via.eventsPerSecond,
+        rawEventsPerSecond: viaInsert.eventsPerSecond,
+        engineErrors: errors,
+        timedOut: via.timedOut || viaInsert.timedOut,
+      });
+    }
     progress(
-      `${store} ${mode}: engine ${viaEngine.eventsPerSecond.toFixed(0)} events/s, ` +
-        `insert ${viaInsert.eventsPerSecond.toFixed(0)} events/s`,
+      `${store} ${shape}: insert ${viaInsert.eventsPerSecond.toFixed(0)} events/s, engine ` +
+        `${viaEngine.eventsPerSecond.toFixed(0)}, forwarder ${viaQueue.eventsPerSecond.toFixed(0)}`,
     );
   }
   const [row] = await sql<{ n: number }[]>`
-    select count(*)::int as n from events
-    where scope = any(${[1, APPLIERS].map((w) => `w${w}.myshopify.com`)}::text[])`;
+    select count(*)::int as n from events where scope = any(${scopes}::text[])`;
   const n = row?.n ?? 0;
   const expected = rows.reduce((sum, r) => sum + r.events, 0);
   if (n !== expected) {
@@ -911,11 +1176,23 @@ async function main(): Promise<number> {
     await close();
   }
 
+  // 4: sustained open-loop load on the service with its own forwarder.
+  const sustained: SustainedRow[] = [];
+  if (PARTS.has("sustained")) {
+    for (const store of SUSTAINED_STORES) {
+      if (store === "PostgreSQL" && admin) {
+        sustained.push(await benchSustained("PostgreSQL", await scratchDatabase(admin)));
+      } else if (store === "PGlite") {
+        sustained.push(await benchSustained("PGlite", ""));
+      }
+    }
+  }
+
   // Report.
-  const floor2 = edges.find((e) => e.server.startsWith("floor 2"))!;
+  const floor2 = edges.find((e) => e.server.startsWith("floor 2"));
   const verdicts: Verdict[] = [];
-  for (const edge of edges.filter((e) => e.server.startsWith("service"))) {
-    const share = (100 * edge.rps) / floor2.rps;
+  for (const edge of edges.filter((e) => floor2 && e.server.startsWith("service"))) {
+    const share = (100 * edge.rps) / floor2!.rps;
     verdicts.push({
       target: `edge >= ${EDGE_SHARE_TARGET}% of floor 2 and p99 < ${EDGE_P99_TARGET_MS} ms`,
       subject: edge.server,
@@ -923,13 +1200,13 @@ async function main(): Promise<number> {
       pass: share >= EDGE_SHARE_TARGET && edge.p99 < EDGE_P99_TARGET_MS,
     });
   }
-  for (const f of forwards) {
+  for (const f of forwards.filter((f) => f.mode.startsWith("forwarder"))) {
     const share = (100 * f.engineEventsPerSecond) / f.rawEventsPerSecond;
     verdicts.push({
-      target: `forwarder >= ${FORWARD_SHARE_TARGET}% of raw INSERT`,
+      target: `forwarder >= ${FORWARD_SHARE_TARGET[f.shape]}% of raw INSERT (${f.shape})`,
       subject: `${f.store}, ${f.mode}`,
       measured: `${fmt(share, 1)}%`,
-      pass: share >= FORWARD_SHARE_TARGET,
+      pass: share >= FORWARD_SHARE_TARGET[f.shape],
     });
   }
   for (const v of visibilities) {
@@ -940,14 +1217,34 @@ async function main(): Promise<number> {
       pass: v.p99 < VISIBILITY_P99_TARGET_MS,
     });
   }
+  for (const r of sustained) {
+    const share = (100 * r.appliedEventsPerSecond) / r.offeredEventsPerSecond;
+    verdicts.push({
+      target: `sustained: applied >= ${SUSTAINED_SHARE_TARGET}% of the offered rate`,
+      subject: r.service,
+      measured: `${fmt(share, 1)}% (${fmt(r.appliedEventsPerSecond)} of ${
+        fmt(r.offeredEventsPerSecond)
+      } events/s)`,
+      pass: share >= SUSTAINED_SHARE_TARGET,
+    });
+    verdicts.push({
+      target: `sustained: backlog drained <= ${DRAIN_TARGET_SECONDS} s after the load`,
+      subject: r.service,
+      measured: Number.isNaN(r.drainSeconds)
+        ? `not within ${DRAIN_LIMIT_MS / 1000} s`
+        : `${fmt(r.drainSeconds, 1)} s`,
+      pass: r.drainSeconds <= DRAIN_TARGET_SECONDS,
+    });
+  }
   const invalid: string[] = [];
   for (const e of edges) {
     if (e.errors > 0) invalid.push(`${e.server}: ${e.errors} non-202 answers`);
     if (e.timedOut) invalid.push(`${e.server}: cut short by the ${LOAD_LIMIT_MS / 1000} s bound`);
   }
   for (const f of forwards) {
-    if (f.engineErrors > 0) invalid.push(`${f.store} ${f.mode}: ${f.engineErrors} engine errors`);
-    if (f.timedOut) invalid.push(`${f.store} ${f.mode}: cut short by the time bound`);
+    const what = `${f.store} ${f.shape} ${f.mode}`;
+    if (f.engineErrors > 0) invalid.push(`${what}: ${f.engineErrors} engine errors`);
+    if (f.timedOut) invalid.push(`${what}: cut short by the time bound`);
   }
   for (const v of visibilities) {
     if (v.pollErrors > 0) invalid.push(`${v.service}: ${v.pollErrors} failed visibility polls`);
@@ -983,7 +1280,7 @@ async function main(): Promise<number> {
         fmt(e.eventsPerSecond),
         fmt(e.p50, 1),
         fmt(e.p99, 1),
-        `${fmt((100 * e.rps) / floor2.rps, 1)}%`,
+        floor2 ? `${fmt((100 * e.rps) / floor2.rps, 1)}%` : "n/a",
       ]),
     ),
     "",
@@ -1018,12 +1315,14 @@ async function main(): Promise<number> {
       ]),
     ),
     "",
-    `### Forwarder: ${BATCH}-event batches into \`events\`, engine vs plain multi-row INSERT`,
+    `### Forwarder: ${BATCH}-event batches into \`events\`, ours vs ${APPLIERS} writers of ` +
+      `plain multi-row INSERTs (the floor)`,
     "",
     table(
-      ["store", "appliers", "events", "engine events/s", "raw INSERT events/s", "engine % of raw"],
+      ["store", "traffic", "ours", "events", "ours events/s", "floor events/s", "% of floor"],
       forwards.map((f) => [
         f.store,
+        f.shape,
         f.mode,
         f.events,
         fmt(f.engineEventsPerSecond),
@@ -1031,6 +1330,39 @@ async function main(): Promise<number> {
         `${fmt((100 * f.engineEventsPerSecond) / f.rawEventsPerSecond, 1)}%`,
       ]),
     ),
+    "",
+    `### Sustained: open-loop ${SUSTAINED_RATE} req/s of ${BATCH} realistic events for ` +
+      `${SUSTAINED_SECONDS} s, service with its own forwarder`,
+    "",
+    table(
+      [
+        "service",
+        "sent req/s",
+        "offered events/s",
+        "202",
+        "refused",
+        "applied events/s",
+        "% of offered",
+        "drain s",
+        "p50 ms",
+        "p99 ms",
+        "peak in flight",
+      ],
+      sustained.map((r) => [
+        r.service,
+        fmt(r.sentRate),
+        fmt(r.offeredEventsPerSecond),
+        r.accepted,
+        r.refused,
+        fmt(r.appliedEventsPerSecond),
+        `${fmt((100 * r.appliedEventsPerSecond) / r.offeredEventsPerSecond, 1)}%`,
+        fmt(r.drainSeconds, 1),
+        fmt(r.p50, 1),
+        fmt(r.p99, 1),
+        r.inFlightPeak,
+      ]),
+    ),
+    ...sustained.flatMap((r) => r.refusedSamples.map((x) => `Refused (${r.service}): ${x}`)),
     "",
     "### Targets",
     "",
@@ -1067,7 +1399,7 @@ async function main(): Promise<number> {
       eventsPerSecond: Math.round(e.eventsPerSecond),
       p50Ms: +e.p50.toFixed(2),
       p99Ms: +e.p99.toFixed(2),
-      pctOfFloor2: +((100 * e.rps) / floor2.rps).toFixed(1),
+      pctOfFloor2: floor2 ? +((100 * e.rps) / floor2.rps).toFixed(1) : null,
     })),
     visibility: visibilities.map((v) => ({
       service: v.service,
@@ -1084,12 +1416,22 @@ async function main(): Promise<number> {
     })),
     forwarder: forwards.map((f) => ({
       store: f.store,
+      shape: f.shape,
       mode: f.mode,
       events: f.events,
       engineEventsPerSecond: Math.round(f.engineEventsPerSecond),
       rawEventsPerSecond: Math.round(f.rawEventsPerSecond),
       pctOfRaw: +((100 * f.engineEventsPerSecond) / f.rawEventsPerSecond).toFixed(1),
       engineErrors: f.engineErrors,
+    })),
+    sustained: sustained.map((r) => ({
+      ...r,
+      sentRate: Math.round(r.sentRate),
+      offeredEventsPerSecond: Math.round(r.offeredEventsPerSecond),
+      appliedEventsPerSecond: Math.round(r.appliedEventsPerSecond),
+      drainSeconds: Number.isNaN(r.drainSeconds) ? null : +r.drainSeconds.toFixed(1),
+      p50Ms: +r.p50.toFixed(1),
+      p99Ms: +r.p99.toFixed(1),
     })),
     targets: verdicts.map((v) => ({ ...v, result: v.pass ? "PASS" : "FAIL" })),
     seconds: Math.round((performance.now() - STARTED) / 1000),

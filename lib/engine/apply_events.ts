@@ -5,12 +5,23 @@
  * @module
  */
 import { databaseFailure, jsonParam, type Sql, type Tx } from "../store/db.ts";
-import { type ApplyResult, checkEvent, type EventBatch, type IngestEvent } from "./engine.ts";
+import {
+  type ApplyResult,
+  checkEvent,
+  type EventBatch,
+  type EventSource,
+  type IngestEvent,
+} from "./engine.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 
 interface _EventRow {
   id: string;
+  /** The event's place in the group (batch order, then event order): ties of time stamps. */
   index: number;
+  /** Where its result goes: which batch, and which event of it. */
+  batch: number;
+  position: number;
+  received_at: string;
   profile_id: string;
   session_id: string;
   event_type: string;
@@ -18,6 +29,12 @@ interface _EventRow {
   properties: Record<string, unknown>;
   flattened_properties: Record<string, unknown>;
   target: IngestEvent["target"] | null;
+}
+
+/** What the batches of one group share. */
+interface _Group {
+  scope: string;
+  source: EventSource;
 }
 
 interface _ProfileRow {
@@ -51,28 +68,60 @@ export async function applyEventBatch(
   batch: EventBatch,
   options: { now: () => Date; deadline?: number },
 ): Promise<ApplyResult[]> {
-  const results: ApplyResult[] = [];
+  return (await applyEventBatches(sql, [batch], options))[0]!;
+}
+
+/**
+ * Applies several batches of one scope and source as {@linkcode applyEventBatch} applies one, in
+ * one transaction and the same handful of statements, with the effects of applying them one
+ * after the other in the order given; the results are per batch. An event id given twice is
+ * applied once: the later copy's result is that of an event already stored.
+ */
+export async function applyEventBatches(
+  sql: Sql,
+  batches: EventBatch[],
+  options: { now: () => Date; deadline?: number },
+): Promise<ApplyResult[][]> {
+  const first = batches[0];
+  const results: ApplyResult[][] = batches.map(() => []);
+  if (!first) return results;
+  if (batches.some((b) => b.scope !== first.scope || b.source !== first.source)) {
+    throw new Error("the batches of one group must share their scope and source");
+  }
+  const group = { scope: first.scope, source: first.source };
   const rows: _EventRow[] = [];
+  const copies: _EventRow[] = [];
+  const seen = new Set<string>();
   const now = options.now();
   const receivedNow = now.toISOString();
-  batch.events.forEach((event, index) => {
-    const problem = checkEvent(event) ?? _checkTimeStamp(event.timeStamp);
-    if (problem) {
-      results[index] = { ok: false, ...problem };
-      return;
-    }
-    const timeStamp = event.timeStamp ? new Date(event.timeStamp).toISOString() : receivedNow;
-    rows.push({
-      id: event.id,
-      index,
-      profile_id: event.profileId,
-      session_id: event.sessionId ?? defaultSessionId(event.profileId, timeStamp),
-      event_type: event.eventType,
-      time_stamp: timeStamp,
-      properties: event.properties ?? {},
-      flattened_properties: event.flattenedProperties ?? {},
-      // Stored as sent: the edge admitted exactly the fields the contract allows.
-      target: event.target ?? null,
+  batches.forEach((batch, batchIndex) => {
+    batch.events.forEach((event, position) => {
+      const problem = checkEvent(event) ?? _checkTimeStamp(event.timeStamp);
+      if (problem) {
+        results[batchIndex]![position] = { ok: false, ...problem };
+        return;
+      }
+      const timeStamp = event.timeStamp ? new Date(event.timeStamp).toISOString() : receivedNow;
+      const row: _EventRow = {
+        id: event.id,
+        index: rows.length + copies.length,
+        batch: batchIndex,
+        position,
+        received_at: batch.receivedAt,
+        profile_id: event.profileId,
+        session_id: event.sessionId ?? defaultSessionId(event.profileId, timeStamp),
+        event_type: event.eventType,
+        time_stamp: timeStamp,
+        properties: event.properties ?? {},
+        flattened_properties: event.flattenedProperties ?? {},
+        // Stored as sent: the edge admitted exactly the fields the contract allows.
+        target: event.target ?? null,
+      };
+      if (seen.has(row.id)) copies.push(row);
+      else {
+        seen.add(row.id);
+        rows.push(row);
+      }
     });
   });
   if (rows.length === 0) return results;
@@ -81,7 +130,7 @@ export async function applyEventBatch(
   let updated: Map<string, boolean>;
   try {
     // The common case pays nothing for the isolation: no savepoint unless the batch fails.
-    updated = await _transaction(sql, options, (tx) => _applyRows(tx, batch, rows, now));
+    updated = await _transaction(sql, options, (tx) => _applyRows(tx, group, rows, now));
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
     if (rows.length === 1) {
@@ -96,7 +145,7 @@ export async function applyEventBatch(
         );
         const half = Math.ceil(ordered.length / 2);
         for (const part of [ordered.slice(0, half), ordered.slice(half)]) {
-          await _isolate(tx, batch, part, now, changed, refused);
+          await _isolate(tx, group, part, now, changed, refused);
         }
         return changed;
       });
@@ -104,13 +153,16 @@ export async function applyEventBatch(
   }
   for (const row of rows) {
     const error = refused.get(row.id);
-    results[row.index] = error !== undefined ? { ok: false, status: 400, error } : {
-      ok: true,
-      status: 200,
-      result: updated.has(row.id)
-        ? { updated: updated.get(row.id)! ? 1 : 0, processedItems: 1 }
-        : { updated: 0, processedItems: 0 },
-    };
+    const stored = updated.has(row.id);
+    const changed = stored && updated.get(row.id)! ? 1 : 0;
+    results[row.batch]![row.position] = error !== undefined
+      ? { ok: false, status: 400, error }
+      : { ok: true, status: 200, result: { updated: changed, processedItems: stored ? 1 : 0 } };
+  }
+  for (const copy of copies) {
+    results[copy.batch]![copy.position] = refused.has(copy.id)
+      ? { ok: false, status: 400, error: refused.get(copy.id)! }
+      : { ok: true, status: 200, result: { updated: 0, processedItems: 0 } };
   }
   return results;
 }
@@ -150,14 +202,14 @@ async function _transaction<T>(
  */
 async function _isolate(
   tx: Tx,
-  batch: EventBatch,
+  group: _Group,
   rows: _EventRow[],
   now: Date,
   changed: Map<string, boolean>,
   refused: Map<string, string>,
 ): Promise<void> {
   try {
-    const part = await tx.savepoint((sp) => _applyRows(sp, batch, rows, now));
+    const part = await tx.savepoint((sp) => _applyRows(sp, group, rows, now));
     for (const [id, value] of part as Map<string, boolean>) changed.set(id, value);
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
@@ -166,8 +218,8 @@ async function _isolate(
       return;
     }
     const half = Math.ceil(rows.length / 2);
-    await _isolate(tx, batch, rows.slice(0, half), now, changed, refused);
-    await _isolate(tx, batch, rows.slice(half), now, changed, refused);
+    await _isolate(tx, group, rows.slice(0, half), now, changed, refused);
+    await _isolate(tx, group, rows.slice(half), now, changed, refused);
   }
 }
 
@@ -181,22 +233,22 @@ function _checkTimeStamp(timeStamp: string | undefined): { status: number; error
 /** Stores the rows; returns, for each newly stored event id, whether it changed its profile. */
 async function _applyRows(
   tx: Tx,
-  batch: EventBatch,
+  group: _Group,
   rows: _EventRow[],
   now: Date,
 ): Promise<Map<string, boolean>> {
-  const { scope, source } = batch;
+  const { scope, source } = group;
   if (rows.every((row) => !_needsProfileLogic(row, source))) {
-    return await _applyVisitsOnly(tx, batch, rows, now);
+    return await _applyVisitsOnly(tx, group, rows, now);
   }
   const inserted = await tx<{ id: string }[]>`
     insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
                         flattened_properties, target, source, received_at)
     select ${scope}, x.id, x.profile_id, x.session_id, x.event_type, x.time_stamp, x.properties,
-           x.flattened_properties, x.target, ${source}, ${batch.receivedAt}::timestamptz
+           x.flattened_properties, x.target, ${source}, x.received_at
     from jsonb_to_recordset(${jsonParam(tx, rows)}::jsonb) as x(
       id text, profile_id text, session_id text, event_type text, time_stamp timestamptz,
-      properties jsonb, flattened_properties jsonb, target jsonb)
+      properties jsonb, flattened_properties jsonb, target jsonb, received_at timestamptz)
     on conflict (scope, id) do nothing
     returning id`;
   const insertedIds = new Set(inserted.map((r) => r.id));
@@ -327,11 +379,11 @@ function _needsProfileLogic(row: _EventRow, source: string): boolean {
  */
 async function _applyVisitsOnly(
   tx: Tx,
-  batch: EventBatch,
+  group: _Group,
   rows: _EventRow[],
   now: Date,
 ): Promise<Map<string, boolean>> {
-  const { scope, source } = batch;
+  const { scope, source } = group;
   const [result] = await tx<
     {
       fresh: string[] | null;
@@ -343,12 +395,13 @@ async function _applyVisitsOnly(
     with x as (
       select * from jsonb_to_recordset(${jsonParam(tx, rows)}::jsonb) as x(
         id text, index integer, profile_id text, session_id text, event_type text,
-        time_stamp timestamptz, properties jsonb, flattened_properties jsonb, target jsonb)
+        time_stamp timestamptz, properties jsonb, flattened_properties jsonb, target jsonb,
+        received_at timestamptz)
     ), ins as (
       insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
                           flattened_properties, target, source, received_at)
       select ${scope}, x.id, x.profile_id, x.session_id, x.event_type, x.time_stamp, x.properties,
-             x.flattened_properties, x.target, ${source}, ${batch.receivedAt}::timestamptz
+             x.flattened_properties, x.target, ${source}, x.received_at
       from x
       on conflict (scope, id) do nothing
       returning id

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Sql } from "../store/db.ts";
-import { applyEventBatch } from "./apply_events.ts";
+import { applyEventBatch, applyEventBatches } from "./apply_events.ts";
 import { checkEvent, type Engine } from "./engine.ts";
 
 /** The embedded engine over Postgres. */
@@ -13,5 +13,6 @@ export function createEmbeddedEngine(deps: { sql: Sql; now: () => Date }): Engin
     checkEvent,
     applyEvents: (batch, options = {}) =>
       applyEventBatch(deps.sql, batch, { ...options, now: deps.now }),
+    applyEventGroup: (batches) => applyEventBatches(deps.sql, batches, { now: deps.now }),
   };
 }

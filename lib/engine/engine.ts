@@ -54,6 +54,12 @@ export interface Engine {
    * Past `deadline` (epoch ms) it throws and stores nothing.
    */
   applyEvents(batch: EventBatch, options?: { deadline?: number }): Promise<ApplyResult[]>;
+  /**
+   * Optional: applies several batches of one scope and source in one transaction, with the
+   * effects of `applyEvents` on each in turn; the results are per batch. The forwarder groups
+   * queued messages through it when the engine has it.
+   */
+  applyEventGroup?(batches: EventBatch[]): Promise<ApplyResult[][]>;
 }
 
 /** Checks an event against the registry: type known, properties valid, updates well-formed. */

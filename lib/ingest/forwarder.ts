@@ -5,12 +5,13 @@
  * @module
  */
 import { log } from "../log.ts";
-import type { Engine } from "../engine/engine.ts";
+import type { ApplyResult, Engine, EventBatch } from "../engine/engine.ts";
 import { databaseFailure } from "../store/db.ts";
 import {
   type EventsMessage,
   isEventsMessage,
   retireBacklogMessage,
+  retireBacklogMessages,
   writeDeadLetter,
 } from "./queue.ts";
 
@@ -19,7 +20,10 @@ export interface ForwarderDeps {
   kv: Deno.Kv;
   engine: Engine;
   now: () => Date;
-  /** Messages applied at once (default 4); the others wait under KV's renewed lease. */
+  /**
+   * Transactions (a message, or a group of them) applied at once (default 4); the other messages
+   * wait under KV's renewed lease.
+   */
   concurrency?: number;
   /**
    * When set, a wake-up message every `wakeMs`: Deno KV's SQLite backend wakes a listener only
@@ -36,6 +40,10 @@ export interface ForwarderDeps {
 
 const _WAKE = { kind: "wake" } as const;
 
+/** At most this many messages, and this many events, apply in one group's transaction. */
+const _GROUP_MESSAGES = 16;
+const _GROUP_EVENTS = 1_000;
+
 /**
  * The one handler of the KV queue, dispatching on the message kind. Delivery is at-least-once,
  * so every kind must be idempotent (the engine skips event ids it already stored).
@@ -48,33 +56,139 @@ const _WAKE = { kind: "wake" } as const;
  *
  * Deno KV hands a listener every ready message at once; applying them all together only adds
  * lock waits and, on a shared event loop, starves the HTTP edge, so at most `concurrency` apply
- * at a time.
+ * at a time. When the engine can apply a group, the messages waiting for a turn go together: the
+ * next turn takes those of the first one's scope and source, up to a bound, into one transaction
+ * (one statement per table for all of them). A backlog is then drained in fewer, larger
+ * transactions, and a lone message still starts at once.
  */
 export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => Promise<void> {
-  const slots = _semaphore(deps.concurrency ?? 4);
+  const forward = deps.engine.applyEventGroup
+    ? _groupingForwarder(deps, deps.engine.applyEventGroup.bind(deps.engine))
+    : _singleForwarder(deps);
   return async function handleQueueMessage(message) {
     if ((message as { kind?: unknown })?.kind === _WAKE.kind) return;
     if (!isEventsMessage(message)) {
       log("error", "unknown queue message dropped");
       return;
     }
+    await forward(message);
+  };
+}
+
+/** Applies each message in a transaction of its own, `concurrency` at a time. */
+function _singleForwarder(deps: ForwarderDeps): (message: EventsMessage) => Promise<void> {
+  const slots = _semaphore(deps.concurrency ?? 4);
+  return async (message) => {
     const release = await slots.acquire();
     try {
-      await _forwardWhenReachable(deps, message);
-      // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
-      // nothing twice and retires the message then.
-      await retireBacklogMessage(deps.kv, message.id);
+      await _forwardOne(deps, message);
     } finally {
       release();
     }
   };
 }
 
-async function _forwardWhenReachable(deps: ForwarderDeps, message: EventsMessage) {
+interface _Waiting {
+  message: EventsMessage;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** Applies the waiting messages in groups, `concurrency` groups at a time. */
+function _groupingForwarder(
+  deps: ForwarderDeps,
+  applyGroup: (batches: EventBatch[]) => Promise<ApplyResult[][]>,
+): (message: EventsMessage) => Promise<void> {
+  const limit = deps.concurrency ?? 4;
+  const waiting: _Waiting[] = [];
+  let running = 0;
+  const pump = () => {
+    while (running < limit && waiting.length > 0) {
+      running++;
+      _forwardGroup(deps, applyGroup, _takeGroup(waiting)).finally(() => {
+        running--;
+        pump();
+      });
+    }
+  };
+  return (message) =>
+    new Promise<void>((resolve, reject) => {
+      waiting.push({ message, resolve, reject });
+      pump();
+    });
+}
+
+/** Takes the first waiting message and the next ones of its scope and source, up to the bounds. */
+function _takeGroup(waiting: _Waiting[]): _Waiting[] {
+  const group = [waiting.shift()!];
+  const { scope, source } = group[0]!.message.batch;
+  let events = group[0]!.message.batch.events.length;
+  for (let i = 0; i < waiting.length && group.length < _GROUP_MESSAGES;) {
+    const batch = waiting[i]!.message.batch;
+    if (
+      batch.scope === scope && batch.source === source &&
+      events + batch.events.length <= _GROUP_EVENTS
+    ) {
+      group.push(...waiting.splice(i, 1));
+      events += batch.events.length;
+    } else {
+      i++;
+    }
+  }
+  return group;
+}
+
+/**
+ * Applies a group in one transaction and settles each message's delivery. Should the group fail
+ * for any reason but an unreachable database, its messages are applied one by one, so that one
+ * message's fault fails only that message.
+ */
+async function _forwardGroup(
+  deps: ForwarderDeps,
+  applyGroup: (batches: EventBatch[]) => Promise<ApplyResult[][]>,
+  group: _Waiting[],
+): Promise<void> {
+  if (group.length > 1) {
+    try {
+      const results = await _whenReachable(
+        deps,
+        () => applyGroup(group.map((w) => w.message.batch)),
+      );
+      for (const [i, w] of group.entries()) await _deadLetterRefused(deps, w.message, results[i]!);
+      await retireBacklogMessages(deps.kv, group.map((w) => w.message.id));
+      for (const w of group) w.resolve();
+      return;
+    } catch (err) {
+      if (databaseFailure(err) === "unreachable") {
+        for (const w of group) w.reject(err);
+        return;
+      }
+    }
+  }
+  for (const w of group) {
+    try {
+      await _forwardOne(deps, w.message);
+      w.resolve();
+    } catch (err) {
+      w.reject(err);
+    }
+  }
+}
+
+/** Applies one message, dead-letters what the engine refused, and retires it from the backlog. */
+async function _forwardOne(deps: ForwarderDeps, message: EventsMessage): Promise<void> {
+  const results = await _whenReachable(deps, () => deps.engine.applyEvents(message.batch));
+  await _deadLetterRefused(deps, message, results);
+  // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
+  // nothing twice and retires the message then.
+  await retireBacklogMessage(deps.kv, message.id);
+}
+
+async function _whenReachable<T>(deps: ForwarderDeps, apply: () => Promise<T>): Promise<T> {
   const giveUpAt = Date.now() + (deps.outageWaitMs ?? 3_600_000);
   for (let attempt = 0;; attempt++) {
     try {
-      return await _forwardEvents(deps, message);
+      return await apply();
     } catch (err) {
       if (databaseFailure(err) !== "unreachable" || Date.now() > giveUpAt) throw err;
       if (attempt % 12 === 0) {
@@ -85,8 +199,11 @@ async function _forwardWhenReachable(deps: ForwarderDeps, message: EventsMessage
   }
 }
 
-async function _forwardEvents(deps: ForwarderDeps, message: EventsMessage): Promise<void> {
-  const results = await deps.engine.applyEvents(message.batch);
+async function _deadLetterRefused(
+  deps: ForwarderDeps,
+  message: EventsMessage,
+  results: ApplyResult[],
+): Promise<void> {
   const failed = message.batch.events.flatMap((event, i) => {
     const result = results[i];
     return result && !result.ok ? [{ event, reason: `${result.status} ${result.error}` }] : [];

@@ -62,57 +62,148 @@ export function chunkEvents(events: IngestEvent[], sizes?: number[]): IngestEven
   return chunks;
 }
 
+/** What {@linkcode enqueueBatch} is given. */
+export interface EnqueueInput {
+  brandId: string;
+  batch: EventBatch;
+  newId: () => string;
+  backoffMs?: number[];
+  also?: (op: Deno.AtomicOperation) => void;
+  /** `storedSizeBound` of each event, when the caller has it. */
+  sizes?: number[];
+  commit?: GroupCommit;
+}
+
 /**
  * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
  * queued or none is (the caller then answers 503 and accepts nothing). `also` adds the request's
  * other writes (its limiter counts and usage record) to the same commit; `commit` shares it with
  * other requests' (a group commit over `kv`). The same commit counts the events into the backlog
  * (a marker per message and the `enqueued` total; see {@linkcode readBacklog}).
+ *
+ * With `commit`, the batches of concurrent requests also share messages: those that arrive while
+ * a commit is under way are packed, per brand, scope and source, into as few messages as fit the
+ * queue's size limit (the packed batch's `receivedAt` is its earliest). A file-backed KV store
+ * delivers a bounded number of messages a second whatever their size, so packing is what lets the
+ * forwarder keep up with the edge. Should a packed commit fail, each request's batch is committed
+ * again on its own, so one request's problem is never its neighbours'.
  */
-export async function enqueueBatch(
-  kv: Deno.Kv,
-  input: {
-    brandId: string;
-    batch: EventBatch;
-    newId: () => string;
-    backoffMs?: number[];
-    also?: (op: Deno.AtomicOperation) => void;
-    /** `storedSizeBound` of each event, when the caller has it. */
-    sizes?: number[];
-    commit?: GroupCommit;
-  },
-): Promise<void> {
-  const messages: EventsMessage[] = chunkEvents(input.batch.events, input.sizes).map((events) => ({
-    kind: "events",
-    id: input.newId(),
-    brandId: input.brandId,
-    batch: { ...input.batch, events },
-  }));
-  const write = (op: Deno.AtomicOperation) => {
-    input.also?.(op);
-    for (const message of messages) {
+export async function enqueueBatch(kv: Deno.Kv, input: EnqueueInput): Promise<void> {
+  if (!input.commit) {
+    const op = kv.atomic();
+    _packWrite([input])(op);
+    const result = await op.commit();
+    if (!result.ok) throw new Error("ingest queue commit was refused");
+    return;
+  }
+  let packer = _packers.get(input.commit);
+  if (!packer) {
+    packer = { waiting: [], draining: false };
+    _packers.set(input.commit, packer);
+  }
+  const waitingIn = packer;
+  return await new Promise<void>((resolve, reject) => {
+    waitingIn.waiting.push({ input, resolve, reject });
+    if (!waitingIn.draining) void _drainPacks(input.commit!, waitingIn);
+  });
+}
+
+interface _PackItem {
+  input: EnqueueInput;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** The requests waiting for the next packed commit over one group commit. */
+interface _Packer {
+  waiting: _PackItem[];
+  draining: boolean;
+}
+
+const _packers = new WeakMap<GroupCommit, _Packer>();
+/** Bounds of one packed commit: requests, and their events' stored size. */
+const _PACK_REQUESTS = 64;
+const _PACK_BYTES = 384 * 1024;
+
+async function _drainPacks(commit: GroupCommit, packer: _Packer): Promise<void> {
+  packer.draining = true;
+  while (packer.waiting.length > 0) {
+    let count = 0;
+    let bytes = 0;
+    while (count < packer.waiting.length && count < _PACK_REQUESTS) {
+      const size = _bytesOf(packer.waiting[count]!.input);
+      if (count > 0 && bytes + size > _PACK_BYTES) break;
+      bytes += size;
+      count++;
+    }
+    const items = packer.waiting.splice(0, count);
+    try {
+      await commit.commit(_packWrite(items.map((i) => i.input)), bytes);
+      for (const item of items) item.resolve();
+    } catch (err) {
+      if (items.length === 1) {
+        items[0]!.reject(err);
+        continue;
+      }
+      for (const item of items) {
+        await commit.commit(_packWrite([item.input]), _bytesOf(item.input))
+          .then(item.resolve, item.reject);
+      }
+    }
+  }
+  packer.draining = false;
+}
+
+function _bytesOf(input: EnqueueInput): number {
+  return input.sizes?.reduce((sum, size) => sum + size, 0) ??
+    input.batch.events.reduce((sum, event) => sum + storedSizeBound(event), 0);
+}
+
+/** The KV writes of the given requests: their own, and their events packed into messages. */
+function _packWrite(inputs: EnqueueInput[]): (op: Deno.AtomicOperation) => void {
+  const groups = new Map<
+    string,
+    { inputs: EnqueueInput[]; events: IngestEvent[]; sizes: number[] }
+  >();
+  for (const input of inputs) {
+    const { scope, source } = input.batch;
+    const key = JSON.stringify([input.brandId, scope, source, input.backoffMs ?? null]);
+    let group = groups.get(key);
+    if (!group) groups.set(key, group = { inputs: [], events: [], sizes: [] });
+    group.inputs.push(input);
+    group.events.push(...input.batch.events);
+    group.sizes.push(
+      ...(input.sizes ?? input.batch.events.map((event) => storedSizeBound(event))),
+    );
+  }
+  const messages: { message: EventsMessage; backoffMs?: number[] }[] = [];
+  for (const { inputs: members, events, sizes } of groups.values()) {
+    const first = members[0]!;
+    const receivedAt = members.map((i) => i.batch.receivedAt).reduce((a, b) => a < b ? a : b);
+    for (const chunk of chunkEvents(events, sizes)) {
+      messages.push({
+        message: {
+          kind: "events",
+          id: first.newId(),
+          brandId: first.brandId,
+          batch: { ...first.batch, receivedAt, events: chunk },
+        },
+        backoffMs: first.backoffMs,
+      });
+    }
+  }
+  const total = inputs.reduce((sum, input) => sum + input.batch.events.length, 0);
+  return (op) => {
+    for (const input of inputs) input.also?.(op);
+    for (const { message, backoffMs } of messages) {
       op.set(ingestBacklogMarkerKey(message.id), message.batch.events.length);
       op.enqueue(message, {
         keysIfUndelivered: [deadLetterKey(message.id), ingestBacklogUndeliveredKey(message.id)],
-        backoffSchedule: input.backoffMs ?? DEFAULT_BACKOFF_MS,
+        backoffSchedule: backoffMs ?? DEFAULT_BACKOFF_MS,
       });
     }
-    if (messages.length > 0) {
-      op.sum(
-        ingestBacklogCounterKey("enqueued"),
-        BigInt(input.batch.events.length),
-      );
-    }
+    if (total > 0) op.sum(ingestBacklogCounterKey("enqueued"), BigInt(total));
   };
-  if (input.commit) {
-    const bytes = input.sizes?.reduce((sum, size) => sum + size, 0) ??
-      messages.length * _MESSAGE_BUDGET;
-    return await input.commit.commit(write, bytes);
-  }
-  const op = kv.atomic();
-  write(op);
-  const result = await op.commit();
-  if (!result.ok) throw new Error("ingest queue commit was refused");
 }
 
 /**
@@ -145,6 +236,29 @@ export async function retireBacklogMessage(kv: Deno.Kv, messageId: string): Prom
     .sum(ingestBacklogCounterKey("done"), BigInt(marker.value))
     .commit();
   return result.ok;
+}
+
+/**
+ * {@linkcode retireBacklogMessage} for several messages in one KV commit (a forwarder's group);
+ * should the commit be refused (another delivery retired one meanwhile), each is retired alone.
+ */
+export async function retireBacklogMessages(kv: Deno.Kv, messageIds: string[]): Promise<void> {
+  const markers: Deno.KvEntryMaybe<number>[] = [];
+  // getMany reads at most ten keys at a time.
+  for (let i = 0; i < messageIds.length; i += 10) {
+    const keys = messageIds.slice(i, i + 10).map((id) => ingestBacklogMarkerKey(id));
+    markers.push(...await kv.getMany<number[]>(keys));
+  }
+  const live = markers.filter((m): m is Deno.KvEntry<number> => m.versionstamp !== null);
+  if (live.length === 0) return;
+  const op = kv.atomic();
+  let done = 0n;
+  for (const marker of live) {
+    op.check(marker).delete(marker.key);
+    done += BigInt(marker.value);
+  }
+  if ((await op.sum(ingestBacklogCounterKey("done"), done).commit()).ok) return;
+  for (const id of messageIds) await retireBacklogMessage(kv, id);
 }
 
 /**

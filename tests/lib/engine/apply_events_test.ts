@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import {
+  applyEventBatches,
   dataErrorMessage,
   defaultSessionId,
   mergeProfiles,
@@ -578,4 +579,86 @@ Deno.test("dataErrorMessage: the database's message with its detail and SQLSTATE
     "m: d (SQLSTATE 22P05)",
   );
   assert.equal(dataErrorMessage({ message: "x".repeat(600), code: "22P05" }).length, 500);
+});
+
+Deno.test("engine: a group of batches applies as the batches one after the other, results per batch", async () => {
+  const db = await freshDatabase();
+  const clock = testClock();
+  try {
+    const { sql } = db;
+    const first = batch([
+      event({ profileId: "g1", sessionId: "s1" }),
+      update("g1", {
+        update: { "properties.email": "g1@example.com" },
+      }),
+    ]);
+    const repeated = first.events[0]!;
+    const second = {
+      ...batch([
+        event({ profileId: "g1", sessionId: "s2" }),
+        repeated,
+        event({ profileId: "g2", eventType: "not_registered" }),
+      ]),
+      receivedAt: "2026-11-21T12:00:05.000Z",
+    };
+    const results = await applyEventBatches(sql, [first, second], { now: clock.now });
+    assert.equal(results.length, 2);
+    assert.deepEqual(results[0]!.map((r) => r.ok && r.result), [
+      { updated: 0, processedItems: 1 },
+      { updated: 1, processedItems: 1 },
+    ]);
+    // The id given twice is stored once: the copy reads as an event already stored.
+    assert.deepEqual(results[1]![0], {
+      ok: true,
+      status: 200,
+      result: { updated: 0, processedItems: 1 },
+    });
+    assert.deepEqual(results[1]![1], {
+      ok: true,
+      status: 200,
+      result: { updated: 0, processedItems: 0 },
+    });
+    assert.equal(results[1]![2]!.ok, false);
+    assert.equal(await count(sql, "events"), 3);
+    const row = await profile(sql, "g1");
+    assert.equal(row!.properties.email, "g1@example.com");
+    // Sessions s1 and s2, and the update's default session.
+    assert.equal(row!.nb_of_visits, 3);
+    // Each event keeps the time its own batch was received.
+    const received = await sql<{ id: string; received_at: Date }[]>`
+      select id, received_at from events where scope = ${SCOPE}`;
+    const at = new Map(received.map((r) => [r.id, r.received_at.toISOString()]));
+    assert.equal(at.get(first.events[0]!.id), first.receivedAt);
+    assert.equal(at.get(second.events[0]!.id), second.receivedAt);
+    // Applied again, the group changes nothing.
+    const again = await applyEventBatches(sql, [first, second], { now: clock.now });
+    assert.ok(again.flat().every((r) => !r.ok || r.result.processedItems === 0));
+    assert.equal((await profile(sql, "g1"))!.nb_of_visits, 3);
+  } finally {
+    await db.close();
+  }
+});
+
+Deno.test("engine: in a group, an event the database refuses fails alone; the other batches apply", async () => {
+  await withEngine(async (_engine, sql, clock) => {
+    const bad = event({ profileId: "r1", timeStamp: "0000-01-01T00:00:00Z" });
+    const results = await applyEventBatches(sql, [
+      batch([event({ profileId: "r1" }), event({ profileId: "r2" })]),
+      batch([bad, event({ profileId: "r3" })]),
+    ], { now: clock.now });
+    assert.deepEqual(results.map((rs) => rs.map((r) => r.ok)), [[true, true], [false, true]]);
+    assert.equal(await count(sql, "events"), 3);
+  });
+});
+
+Deno.test("engine: a group's batches must share their scope and source", async () => {
+  await withEngine(async (_engine, sql, clock) => {
+    await assert.rejects(
+      applyEventBatches(sql, [
+        batch([event({ profileId: "a" })]),
+        batch([event({ profileId: "b" })], "pixel"),
+      ], { now: clock.now }),
+    );
+    assert.equal(await count(sql, "events"), 0);
+  });
 });

@@ -443,3 +443,66 @@ Deno.test({
     }
   },
 });
+
+Deno.test("forwarder: messages waiting for a turn apply as one group; each is settled on its own", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const groups: number[] = [];
+    const traced = {
+      ...engine,
+      applyEventGroup(batches: EventBatch[]) {
+        groups.push(batches.length);
+        return engine.applyEventGroup!(batches);
+      },
+    };
+    const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p1" };
+    const received: EventsMessage[] = [];
+    const listening = kv.listenQueue((m) => void received.push(m as EventsMessage));
+    for (let i = 0; i < 6; i++) {
+      const events = i === 2 ? [pageView(`p${i}`), bad] : [pageView(`p${i}`)];
+      await enqueueBatch(kv, { brandId: "brand_1", batch: message(events).batch, newId });
+    }
+    await eventually(() => received.length === 6);
+    assert.equal(await readBacklog(kv), 7);
+    const handle = createQueueHandler({ kv, engine: traced, now: clock.now, concurrency: 1 });
+    await Promise.all(received.map((m) => handle(m)));
+    // The first message starts alone at once; the five that waited for its turn go together.
+    assert.deepEqual(groups, [5]);
+    assert.equal(await eventCount(sql), 6);
+    assert.equal(await readBacklog(kv), 0);
+    const letters = await listDeadLetters(kv);
+    assert.deepEqual(letters.map((l) => l.message.batch.events.map((e) => e.id)), [[bad.id]]);
+    kv.close();
+    await listening;
+  });
+});
+
+Deno.test("forwarder: a group that fails is applied message by message, so a fault stays its own", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const poison = pageView("poison");
+    const faulty = {
+      checkEvent: engine.checkEvent,
+      async applyEvents(batch: EventBatch) {
+        if (batch.events.some((e) => e.id === poison.id)) throw new Error("engine fault");
+        return await engine.applyEvents(batch);
+      },
+      async applyEventGroup(batches: EventBatch[]) {
+        if (batches.some((b) => b.events.some((e) => e.id === poison.id))) {
+          throw new Error("engine fault");
+        }
+        return await engine.applyEventGroup!(batches);
+      },
+    };
+    const handle = createQueueHandler({ kv, engine: faulty, now: clock.now, concurrency: 1 });
+    const messages = [[pageView("a")], [pageView("b")], [poison], [pageView("c")]].map(message);
+    const settled = await Promise.allSettled(messages.map((m) => handle(m)));
+    assert.deepEqual(settled.map((s) => s.status), [
+      "fulfilled",
+      "fulfilled",
+      "rejected",
+      "fulfilled",
+    ]);
+    assert.equal(await eventCount(sql), 3);
+  });
+});

@@ -14,12 +14,14 @@ import {
   readBacklog,
   replayDeadLetter,
   retireBacklogMessage,
+  retireBacklogMessages,
   retireUndelivered,
   storedSizeBound,
   storedSizeBoundWith,
   writeDeadLetter,
 } from "../../../lib/ingest/queue.ts";
 import { deadLetterKey } from "../../../lib/store/kv_keys.ts";
+import { createGroupCommit } from "../../../lib/store/kv_group_commit.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
@@ -184,6 +186,54 @@ Deno.test("enqueueBatch: the listener receives 'events' messages split as chunkE
         batch: { ...batch, events: chunk },
       })),
     );
+  });
+});
+
+Deno.test("enqueueBatch: with a group commit, concurrent batches share messages; each event once, each request's writes kept", async () => {
+  await withKv(async (kv) => {
+    const queue = collect(kv);
+    const commit = createGroupCommit(kv);
+    const other = { ...batchOf([event(), event()]), source: "pixel" as const };
+    const batches = [
+      ...Array.from({ length: 10 }, (_, i) => ({
+        ...batchOf([event(), event(), event()]),
+        receivedAt: `2026-11-21T12:00:0${i}.000Z`,
+      })),
+      other,
+    ];
+    await Promise.all(batches.map((batch, i) =>
+      enqueueBatch(kv, {
+        brandId: "brand_1",
+        batch,
+        newId: seqId,
+        commit,
+        also: (op) => op.set(["also", i], true),
+      })
+    ));
+    assert.equal(await readBacklog(kv), 32);
+    await eventually(() =>
+      (queue.received as EventsMessage[]).reduce((n, m) => n + m.batch.events.length, 0) === 32
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const messages = queue.received as EventsMessage[];
+    // The first request commits alone at once; the ten that waited share one message per source.
+    assert.ok(messages.length < batches.length, `${messages.length} messages`);
+    const ids = messages.flatMap((m) => m.batch.events.map((e) => e.id)).sort();
+    assert.deepEqual(ids, batches.flatMap((b) => b.events.map((e) => e.id)).sort());
+    for (const m of messages) {
+      const pixel = new Set(other.events.map((e) => e.id));
+      const source = m.batch.events.every((e) => pixel.has(e.id)) ? "pixel" : "server";
+      assert.equal(m.batch.source, source);
+      const own = batches.filter((b) =>
+        b.events.some((e) => m.batch.events.some((x) => x.id === e.id))
+      );
+      // A packed message carries the earliest receivedAt of its batches.
+      assert.equal(m.batch.receivedAt, own.map((b) => b.receivedAt).sort()[0]);
+    }
+    for (let i = 0; i < batches.length; i++) {
+      assert.equal((await kv.get(["also", i])).value, true);
+    }
+    await queue.stop();
   });
 });
 
@@ -712,6 +762,27 @@ Deno.test("backlog: a finished message is counted out once, however often it is 
     assert.equal(await readBacklog(kv), 0);
     // A message this service never counted (enqueued before the backlog existed) is no error.
     assert.equal(await retireBacklogMessage(kv, "unknown"), false);
+    assert.equal(await readBacklog(kv), 0);
+  });
+});
+
+Deno.test("backlog: a group of messages is counted out in one commit, each once", async () => {
+  await withKv(async (kv) => {
+    const ids: string[] = [];
+    const newId = () => {
+      const id = seqId("msg");
+      ids.push(id);
+      return id;
+    };
+    for (let i = 0; i < 12; i++) {
+      await enqueueBatch(kv, { brandId: "b", batch: batchOf([event(), event()]), newId });
+    }
+    assert.equal(await readBacklog(kv), 24);
+    // One of them already retired alone (a redelivery), one never counted: no double count.
+    assert.equal(await retireBacklogMessage(kv, ids[3]!), true);
+    await retireBacklogMessages(kv, [...ids.slice(0, 11), "unknown"]);
+    assert.equal(await readBacklog(kv), 2);
+    await retireBacklogMessages(kv, ids);
     assert.equal(await readBacklog(kv), 0);
   });
 });
