@@ -305,10 +305,15 @@ Deno.test("forwarder: at most `concurrency` messages apply at once; the others w
       },
     };
     const handle = createQueueHandler({ kv, engine: gated, now: clock.now, concurrency: 2 });
-    const handled = Array.from({ length: 5 }, (_, i) => handle(message([pageView(`p${i}`)])));
+    let settled = 0;
+    const handled = Array.from(
+      { length: 5 },
+      (_, i) => handle(message([pageView(`p${i}`)])).finally(() => settled++),
+    );
     await eventually(() => gates.length === 2);
-    // Release one at a time: a waiting message starts only when a slot frees up.
-    while (gates.length > 0 || running > 0) {
+    // Release one at a time: a waiting message starts only when a slot frees up. Loop until every
+    // message settled: on a loaded machine the next one may take a while to reach its gate.
+    while (settled < handled.length) {
       gates.shift()?.();
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
