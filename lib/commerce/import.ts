@@ -54,9 +54,42 @@ interface _Line<T> {
  * Contacts a line prepared stay when its write fails. A stream that fails rejects, once every
  * batch already read has been written.
  */
-export async function importNdjson<L, P>(
+export function importNdjson<L, P>(
   sql: Sql,
   stream: ReadableStream<Uint8Array>,
+  steps: ImportSteps<L, P>,
+  options: { writers?: number; batchLines?: number } = {},
+): Promise<ImportResult> {
+  return importRecords(sql, ndjsonRecords(stream), steps, options);
+}
+
+/** One record of a source: its line number, and the value read or why it could not be read. */
+export type ImportRecord = { line: number; value: unknown } | { line: number; errors: string[] };
+
+/** The records of an NDJSON byte stream: one per non-blank line, numbered from 1. */
+export async function* ndjsonRecords(
+  stream: ReadableStream<Uint8Array>,
+): AsyncGenerator<ImportRecord> {
+  let line = 0;
+  for await (const text of _lines(stream)) {
+    line++;
+    if (text.trim() === "") continue;
+    try {
+      yield { line, value: JSON.parse(text) };
+    } catch {
+      yield { line, errors: ["not valid JSON"] };
+    }
+  }
+}
+
+/**
+ * Imports records read by any source (NDJSON, a Shopify bulk operation's regrouped objects)
+ * exactly as {@linkcode importNdjson} imports its lines: validated, prepared and written in
+ * batches, each rejection reported with the record's line number.
+ */
+export async function importRecords<L, P>(
+  sql: Sql,
+  records: AsyncIterable<ImportRecord>,
   steps: ImportSteps<L, P>,
   options: { writers?: number; batchLines?: number } = {},
 ): Promise<ImportResult> {
@@ -147,18 +180,14 @@ export async function importNdjson<L, P>(
     entry.done.finally(() => pending.splice(pending.indexOf(entry), 1));
   };
   let batch: _Line<L>[] = [];
-  let lineNumber = 0;
   try {
-    for await (const text of _lines(stream)) {
-      lineNumber++;
-      if (text.trim() === "") continue;
-      let raw: unknown;
-      try {
-        raw = JSON.parse(text);
-      } catch {
-        reject(lineNumber, ["not valid JSON"]);
+    for await (const record of records) {
+      const lineNumber = record.line;
+      if ("errors" in record) {
+        reject(lineNumber, record.errors);
         continue;
       }
+      const raw = record.value;
       const fast = steps.fastParse?.(raw);
       const parsed = fast !== undefined
         ? { success: true as const, data: fast }
