@@ -12,6 +12,8 @@ import { ulidSource } from "./lib/ids.ts";
 import { startStatisticsRefresh } from "./lib/store/statistics.ts";
 import { openStores } from "./lib/store/stores.ts";
 import { startForwarder } from "./lib/ingest/forwarder.ts";
+import { shopSyncDeps } from "./lib/shopify/shop_sync.ts";
+import { createShopSyncJob } from "./lib/shopify/shop_sync_job.ts";
 
 const config = loadConfig(Deno.env.toObject());
 const stores = await openStores(config, { serve: true });
@@ -27,7 +29,13 @@ const app = createApp({
 });
 // FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).
 const forwarder = config.forwarder
-  ? startForwarder({ kv: stores.kv, engine, now, concurrency: config.forwarderConcurrency })
+  ? startForwarder({
+    kv: stores.kv,
+    engine,
+    now,
+    concurrency: config.forwarderConcurrency,
+    jobs: { shop_sync: createShopSyncJob(shopSyncDeps(stores, config)) },
+  })
   : Promise.resolve();
 
 // Embedded PGlite has no autovacuum: the owner refreshes the planner's statistics itself.

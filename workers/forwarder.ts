@@ -7,6 +7,8 @@ import { loadConfig } from "../lib/config.ts";
 import { log } from "../lib/log.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { startForwarder } from "../lib/ingest/forwarder.ts";
+import { shopSyncDeps } from "../lib/shopify/shop_sync.ts";
+import { createShopSyncJob } from "../lib/shopify/shop_sync_job.ts";
 import { openStores } from "../lib/store/stores.ts";
 
 // A delivery waiting for the database must not hold the process: it ends within this.
@@ -24,6 +26,7 @@ const running = startForwarder({
   now,
   concurrency: config.forwarderConcurrency,
   wakeMs: 250,
+  jobs: { shop_sync: createShopSyncJob(shopSyncDeps(stores, config)) },
 });
 log("info", "forwarder running", {
   database: stores.database.mode,

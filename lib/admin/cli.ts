@@ -10,11 +10,13 @@ import { brandCommands } from "./brand_commands.ts";
 import { type Commands, UsageError } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
 import { importCommands } from "./import_commands.ts";
+import { shopCommands } from "./shop_commands.ts";
 
 /** Every command, by name; `help` lists them in this order. */
 export const COMMANDS: Commands = {
   ...brandCommands,
   ...importCommands,
+  ...shopCommands,
   ...deadLetterCommands,
 };
 

@@ -256,3 +256,67 @@ export function contactMemory(input: { brandId: string; now: Date }) {
     },
   };
 }
+
+/** The advisory lock key that serializes writers of one Shopify customer's contact. */
+export function contactLockKey(brandId: string, shopifyCustomerId: string): string {
+  return `contact|${brandId}|${shopifyCustomerId}`;
+}
+
+/** A Shopify customer with the time Shopify last changed it (`updatedAt`). */
+export interface SourcedCustomer {
+  customer: CustomerLine & { shopify_customer_id: string };
+  updatedAt: string | null;
+}
+
+/**
+ * Upserts Shopify customers set-based ({@linkcode upsertContacts}), each with the time Shopify
+ * last changed it, which the contact records (`source_updated_at`). A customer older than what
+ * its contact last took from Shopify is stale and skipped. It takes the locks a customer webhook
+ * takes ({@linkcode contactLockKey}, in key order), so a webhook and a batch keep the newer state
+ * whichever commits first. When a batch names a customer twice, the newer wins. Returns how many
+ * were written.
+ */
+export async function upsertSourcedCustomers(
+  tx: Tx,
+  input: { brandId: string; customers: SourcedCustomer[]; now: Date },
+): Promise<number> {
+  const time = (value: string | null) => value === null ? -Infinity : Date.parse(value);
+  const newest = new Map<string, SourcedCustomer>();
+  for (const entry of input.customers) {
+    const id = entry.customer.shopify_customer_id;
+    const seen = newest.get(id);
+    if (!seen || time(entry.updatedAt) >= time(seen.updatedAt)) newest.set(id, entry);
+  }
+  if (newest.size === 0) return 0;
+  const ids = [...newest.keys()].sort();
+  await tx`
+    select pg_advisory_xact_lock(hashtextextended(k, 0))
+    from unnest(${ids.map((id) => contactLockKey(input.brandId, id))}::text[]) k`;
+  const stored = await tx<{ shopify_customer_id: string; source_updated_at: Date | null }[]>`
+    select c.* from unnest(${ids}::text[]) v(x)
+    cross join lateral (
+      select shopify_customer_id, source_updated_at from contacts
+      where brand_id = ${input.brandId} and shopify_customer_id = v.x offset 0
+    ) c`;
+  const storedAt = new Map(stored.map((row) => [row.shopify_customer_id, row.source_updated_at]));
+  const fresh = [...newest.values()].filter((entry) => {
+    const at = storedAt.get(entry.customer.shopify_customer_id);
+    return !(at && entry.updatedAt && Date.parse(entry.updatedAt) < at.getTime());
+  });
+  if (fresh.length === 0) return 0;
+  const contactIds = await upsertContacts(tx, {
+    brandId: input.brandId,
+    customers: fresh.map((entry) => entry.customer),
+    now: input.now,
+  });
+  const dated = fresh.flatMap((entry, i) =>
+    entry.updatedAt && contactIds[i] ? [{ id: contactIds[i], at: entry.updatedAt }] : []
+  );
+  if (dated.length > 0) {
+    await tx`
+      update contacts c set source_updated_at = x.at
+      from jsonb_to_recordset(${jsonParam(tx, dated)}::jsonb) as x(id text, at timestamptz)
+      where c.id = x.id and (c.source_updated_at is null or c.source_updated_at < x.at)`;
+  }
+  return fresh.length;
+}

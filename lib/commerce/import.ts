@@ -33,6 +33,14 @@ export interface ImportSteps<L, P> {
   keyOf(line: L): string;
 }
 
+/** How an import runs: its writers, its batch size, and whom it tells of its progress. */
+export interface ImportOptions {
+  writers?: number;
+  batchLines?: number;
+  /** Told the running count of lines written after each batch commits. */
+  onWritten?: (imported: number) => void;
+}
+
 /** Rejections listed in full; past this the count goes on but the list stops growing. */
 const _MAX_LISTED = 10_000;
 /** Lines a transaction: large enough that round trips and commits are a small share. */
@@ -58,7 +66,7 @@ export function importNdjson<L, P>(
   sql: Sql,
   stream: ReadableStream<Uint8Array>,
   steps: ImportSteps<L, P>,
-  options: { writers?: number; batchLines?: number } = {},
+  options: ImportOptions = {},
 ): Promise<ImportResult> {
   return importRecords(sql, ndjsonRecords(stream), steps, options);
 }
@@ -71,7 +79,7 @@ export async function* ndjsonRecords(
   stream: ReadableStream<Uint8Array>,
 ): AsyncGenerator<ImportRecord> {
   let line = 0;
-  for await (const text of _lines(stream)) {
+  for await (const text of streamLines(stream)) {
     line++;
     if (text.trim() === "") continue;
     try {
@@ -91,7 +99,7 @@ export async function importRecords<L, P>(
   sql: Sql,
   records: AsyncIterable<ImportRecord>,
   steps: ImportSteps<L, P>,
-  options: { writers?: number; batchLines?: number } = {},
+  options: ImportOptions = {},
 ): Promise<ImportResult> {
   const writers = options.writers ?? 2;
   const batchLines = options.batchLines ?? _BATCH;
@@ -147,6 +155,7 @@ export async function importRecords<L, P>(
         steps.write(tx, ready.map(([item]) => item.value), ready.map(([, value]) => value))
       );
       result.imported += ready.length;
+      options.onWritten?.(result.imported);
     } catch {
       for (const [item, value] of ready) {
         try {
@@ -156,6 +165,7 @@ export async function importRecords<L, P>(
           reject(item.line, err);
         }
       }
+      options.onWritten?.(result.imported);
     }
   };
   // Batches between parse and written; each settles (never rejects) once written.
@@ -246,7 +256,7 @@ function _semaphore(limit: number) {
 }
 
 /** Splits a byte stream into lines (\n or \r\n), holding one partial line at a time. */
-async function* _lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+export async function* streamLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
   let pending = "";
   for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
     pending += chunk;

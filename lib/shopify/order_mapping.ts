@@ -249,9 +249,14 @@ function _object(value: unknown): Payload | null {
 
 /**
  * A money string with at most 2 decimals. Shopify sends 3-decimal currencies (KWD, BHD, ...) with
- * 3 decimals; the store keeps cents, so extra decimals are rounded half away from zero.
- * Anything that is not a decimal is returned unchanged for the schema to reject.
+ * 3 decimals; the store keeps cents, so extra decimals are rounded half away from zero, on the
+ * digits (never through a float). Anything that is not a decimal is returned unchanged for the
+ * schema to reject.
  */
+export function shopifyMoney(value: unknown): unknown {
+  return _money(value);
+}
+
 function _money(value: unknown): unknown {
   const text = typeof value === "number" ? String(value) : value;
   if (typeof text !== "string") return value;

@@ -16,7 +16,12 @@ import type { Sql, Tx } from "../store/db.ts";
 import { bumpBrandVersion } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
 import { log, type LogLevel } from "../log.ts";
-import { normalizeEmail, normalizePhone, upsertContact } from "../commerce/contacts.ts";
+import {
+  contactLockKey,
+  normalizeEmail,
+  normalizePhone,
+  upsertContact,
+} from "../commerce/contacts.ts";
 import type { OrderLine } from "../commerce/order_lines.ts";
 import { upsertOrder } from "../commerce/orders.ts";
 import { upsertSubscription } from "../commerce/subscriptions.ts";
@@ -325,7 +330,7 @@ async function _applyCustomer(
   },
 ): Promise<WebhookResult> {
   const shopifyCustomerId = input.customer.shopify_customer_id;
-  await _lock(tx, `contact|${input.brandId}|${shopifyCustomerId}`);
+  await _lock(tx, contactLockKey(input.brandId, shopifyCustomerId));
   const [stored] = await tx<{ source_updated_at: Date | null }[]>`
     select source_updated_at from contacts
     where brand_id = ${input.brandId} and shopify_customer_id = ${shopifyCustomerId}`;

@@ -118,3 +118,8 @@ export function ingestBacklogUndeliveredKey(messageId: string): Deno.KvKey {
 export function ingestBacklogUndeliveredPrefix(): Deno.KvKey {
   return ["ingest_backlog", "undelivered"];
 }
+
+/** The state of a brand's latest Shopify history backfill (`shop sync`, `shop status`). */
+export function shopSyncStateKey(brandId: string): Deno.KvKey {
+  return ["shop_sync", brandId];
+}
