@@ -36,7 +36,7 @@ export interface FakeBulkApi {
   outcomes: BulkOutcome[];
   /** userErrors for the next mutations, in order. */
   userErrors: string[];
-  /** Called when a poll is answered (a test may act while an operation runs). */
+  /** Called when a poll is answered (a test may act while an operation runs); throwing answers 503. */
   onPoll?: (id: string, status: string) => void | Promise<void>;
   close(): Promise<void>;
 }
@@ -143,7 +143,11 @@ export function startFakeBulkApi(
         op.objectCount += 1000;
         op.status = op.polls > api.pollsUntilDone ? op.outcome.status : "RUNNING";
       }
-      if (op) await api.onPoll?.(op.id, op.status);
+      try {
+        if (op) await api.onPoll?.(op.id, op.status);
+      } catch {
+        return new Response("unavailable", { status: 503 });
+      }
       return Response.json({ data: { currentBulkOperation: op ? view(op) : null } });
     }
     api.violations.push(`unexpected GraphQL document: ${text.slice(0, 80)}`);
