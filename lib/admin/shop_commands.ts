@@ -86,8 +86,8 @@ function _progressPrinter(): (progress: SyncProgress) => void {
     const now = Date.now();
     if (progress.step === "bulk") {
       const { id, status, objectCount } = progress.operation;
-      if (status === lastStatus && now - lastPrinted < 10_000) return;
-      lastStatus = status;
+      if (`${id} ${status}` === lastStatus && now - lastPrinted < 10_000) return;
+      lastStatus = `${id} ${status}`;
       lastPrinted = now;
       console.error(`${progress.phase}: bulk operation ${id} ${status}, ${objectCount} objects`);
       return;
