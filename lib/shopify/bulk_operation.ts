@@ -16,6 +16,8 @@ export interface BulkOperation {
   /** Why it failed (`ACCESS_DENIED`, `INTERNAL_SERVER_ERROR`, `TIMEOUT`), else null. */
   errorCode: string | null;
   objectCount: number;
+  /** The size of the file in bytes, when Shopify says. */
+  fileSize: number | null;
   /** The JSONL of a COMPLETED operation; null when it found nothing. */
   url: string | null;
   /** What a failed operation produced before it stopped, when anything. */
@@ -42,7 +44,7 @@ export const RUN_BULK_QUERY = `mutation RunBulkQuery($query: String!) {
 /** The shop's latest bulk query operation. */
 export const CURRENT_BULK_OPERATION = `query CurrentBulkOperation {
   currentBulkOperation(type: QUERY) {
-    id status errorCode objectCount url partialDataUrl createdAt completedAt
+    id status errorCode objectCount fileSize url partialDataUrl createdAt completedAt
   }
 }`;
 
@@ -61,6 +63,7 @@ const _Operation = z.object({
   status: z.string(),
   errorCode: z.string().nullable().optional(),
   objectCount: z.union([z.string(), z.number()]).nullable().optional(),
+  fileSize: z.union([z.string(), z.number()]).nullable().optional(),
   url: z.string().nullable().optional(),
   partialDataUrl: z.string().nullable().optional(),
   createdAt: z.string().nullable().optional(),
@@ -106,6 +109,7 @@ export async function currentBulkOperation(
     status: op.status,
     errorCode: op.errorCode ?? null,
     objectCount: Number(op.objectCount ?? 0),
+    fileSize: op.fileSize === null || op.fileSize === undefined ? null : Number(op.fileSize),
     url: op.url ?? null,
     partialDataUrl: op.partialDataUrl ?? null,
     createdAt: op.createdAt ?? null,

@@ -209,7 +209,7 @@ export async function runShopSync(
       if (op.url) {
         const body = await _download(deps, op.url);
         const applied = kind === "orders"
-          ? await _applyOrders(deps, request.brandId, body, op.objectCount)
+          ? await _applyOrders(deps, request.brandId, body, op)
           : await _applyCustomers(deps, request.brandId, body);
         state.counts.orders += applied.orders;
         state.counts.customers += applied.customers;
@@ -350,11 +350,12 @@ async function _applyOrders(
   deps: ShopSyncDeps,
   brandId: string,
   body: ReadableStream<Uint8Array>,
-  objectCount: number,
+  op: BulkOperation,
 ): Promise<_Applied> {
   let lineItems = 0;
   const records = bulkOrderRecords(body, {
-    objectCount,
+    objectCount: op.objectCount,
+    fileSize: op.fileSize,
     ...(deps.objectsPerPartition ? { objectsPerPartition: deps.objectsPerPartition } : {}),
     ...(deps.tempDir ? { tempDir: deps.tempDir } : {}),
     onRead: (count) => deps.onProgress?.({ phase: "orders", step: "read", count }),

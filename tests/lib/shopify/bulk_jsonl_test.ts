@@ -56,7 +56,7 @@ Deno.test("bulkOrderRecords: children before and after their order, across parti
     const errors = records.filter((r) => "errors" in r).sort((a, b) => a.line - b.line);
     assert.deepEqual(errors, [
       { line: 9, errors: ["line item of order 9, which is not in the file"] },
-      { line: 10, errors: ["not a JSON object"] },
+      { line: 10, errors: ["not a JSON object with a Shopify id"] },
     ]);
   }
 });

@@ -30,6 +30,8 @@ export interface FakeBulkApi {
   violations: string[];
   /** The file of each connection; a connection without one answers an empty file. */
   files: Partial<Record<"orders" | "customers", BulkFile>>;
+  /** The `objectCount` an operation of this connection ends with (default 1,000 a poll). */
+  objectCounts: Partial<Record<"orders" | "customers", number>>;
   /** Polls answered CREATED/RUNNING before the end (default 2). */
   pollsUntilDone: number;
   /** Ends of the next operations, in order; COMPLETED once the list is empty. */
@@ -64,6 +66,7 @@ export function startFakeBulkApi(
     requests: [],
     violations: [],
     files: {},
+    objectCounts: {},
     pollsUntilDone: 2,
     outcomes: [],
     userErrors: [],
@@ -74,7 +77,10 @@ export function startFakeBulkApi(
     id: op.id,
     status: op.status,
     errorCode: op.status === "COMPLETED" ? null : (op.outcome.errorCode ?? null),
-    objectCount: String(op.objectCount),
+    objectCount: String(
+      op.status === "COMPLETED" ? (api.objectCounts[op.kind] ?? op.objectCount) : op.objectCount,
+    ),
+    fileSize: null,
     url: op.status === "COMPLETED" ? `${api.origin}/bulk/${op.id.split("/").pop()}.jsonl` : null,
     partialDataUrl: null,
     createdAt: "2026-11-24T12:00:00Z",
@@ -157,9 +163,16 @@ export function startFakeBulkApi(
   return api;
 }
 
-/** A Shopify Order object of the bulk file (GraphQL shape), with `extra` fields over it. */
-export function bulkOrder(n: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  const customer = 500_000 + (n % 1000);
+/**
+ * A Shopify Order object of the bulk file (GraphQL shape), with `extra` fields over it; its
+ * customer is one of `customers` (500,000 + n mod customers).
+ */
+export function bulkOrder(
+  n: number,
+  extra: Record<string, unknown> = {},
+  customers = 1000,
+): Record<string, unknown> {
+  const customer = 500_000 + (n % customers);
   return {
     id: `gid://shopify/Order/${n}`,
     name: `#${n}`,
