@@ -58,7 +58,9 @@ const run = startBenchRun("backfill", 24 * 3_600_000);
 const progress = run.progress;
 
 /** Writes the bulk JSONL of the orders, the same orders as import NDJSON, and the customers. */
-async function writeFiles(dir: string): Promise<{ bulk: string; ndjson: string; customers: string }> {
+async function writeFiles(
+  dir: string,
+): Promise<{ bulk: string; ndjson: string; customers: string }> {
   const paths = {
     bulk: `${dir}/orders.jsonl`,
     ndjson: `${dir}/orders.ndjson`,
@@ -120,7 +122,7 @@ async function main(): Promise<number> {
   const sql = connectPostgres(url.toString(), 4);
   const tmp = await Deno.makeTempDir({ prefix: "backfill_load" });
   const kv = await Deno.openKv(":memory:");
-  const fake = startFakeBulkApi(SHOP, TOKEN);
+  const fake = startFakeBulkApi(TOKEN);
   let invalid = false;
   try {
     await migrate(sql);
@@ -151,11 +153,16 @@ async function main(): Promise<number> {
     fake.files.customers = () => Deno.openSync(paths.customers).readable;
 
     progress("orders import");
-    let t0 = performance.now();
+    const t0 = performance.now();
     const imported = await importNdjson(
       sql,
       (await Deno.open(paths.ndjson)).readable,
-      orderImport({ brandId: brands.import, newId: monotonicFactory(), now: new Date(), copy: true }),
+      orderImport({
+        brandId: brands.import,
+        newId: monotonicFactory(),
+        now: new Date(),
+        copy: true,
+      }),
     );
     const importMs = performance.now() - t0;
     progress(`  ${imported.imported} in ${importMs.toFixed(0)} ms`);
@@ -194,7 +201,11 @@ async function main(): Promise<number> {
     if (FULL) {
       progress("full sync (customers, then orders)");
       full = await sync(brands.full, null);
-      progress(`  ${full.result.customers} customers, ${full.result.orders} orders in ${full.ms.toFixed(0)} ms`);
+      progress(
+        `  ${full.result.customers} customers, ${full.result.orders} orders in ${
+          full.ms.toFixed(0)
+        } ms`,
+      );
     }
 
     const counts = [

@@ -83,8 +83,10 @@ export async function startBulkQuery(
   );
   const { bulkOperation, userErrors } = data.bulkOperationRunQuery;
   if (userErrors.length > 0 || !bulkOperation) {
-    const words = userErrors.map((e) => (e.field?.length ? `${e.field.join(".")}: ` : "") +
-      e.message);
+    const words = userErrors.map((e) =>
+      (e.field?.length ? `${e.field.join(".")}: ` : "") +
+      e.message
+    );
     throw new DomainError(
       "conflict",
       `Shopify refused the bulk query: ${words.join("; ") || "no operation was created"}`,

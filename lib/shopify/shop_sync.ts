@@ -176,9 +176,7 @@ export async function runShopSync(
 ): Promise<ShopSyncResult> {
   const key = shopSyncStateKey(request.brandId);
   const stored = await readShopSyncState(deps.kv, request.brandId);
-  const state = stored?.runId === request.runId
-    ? stored
-    : newShopSyncState(request, deps.now());
+  const state = stored?.runId === request.runId ? stored : newShopSyncState(request, deps.now());
   const save = async () => {
     state.updatedAt = deps.now().toISOString();
     await deps.kv.set(key, state);
@@ -249,7 +247,10 @@ async function _credentials(deps: ShopSyncDeps, brandId: string): Promise<Shopif
     where brand_id = ${brandId} and provider = 'shopify'`;
   if (!row) throw new DomainError("forbidden", `brand ${brandId} has no Shopify shop`);
   if (row.status !== "connected") {
-    throw new DomainError("forbidden", `the Shopify integration of brand ${brandId} is disconnected`);
+    throw new DomainError(
+      "forbidden",
+      `the Shopify integration of brand ${brandId} is disconnected`,
+    );
   }
   if (!row.access_token_ciphertext) {
     throw new DomainError("forbidden", `no access token is stored for ${row.shop_domain}`);
@@ -274,7 +275,9 @@ async function _runOperation(
   let id: string | null = null;
   if (previous) {
     const current = await currentBulkOperation(deps.client, credentials);
-    if (current?.id === previous.id && !["FAILED", "CANCELED", "EXPIRED"].includes(current.status)) {
+    if (
+      current?.id === previous.id && !["FAILED", "CANCELED", "EXPIRED"].includes(current.status)
+    ) {
       id = current.id;
     }
   }

@@ -46,7 +46,7 @@ async function withCli(
 ) {
   const dataDir = await Deno.makeTempDir();
   const database = DATABASE_URL ? await freshDatabase() : undefined;
-  const fake = startFakeBulkApi(SHOP, TOKEN);
+  const fake = startFakeBulkApi(TOKEN);
   fake.pollsUntilDone = 0;
   try {
     const env = {
@@ -56,7 +56,10 @@ async function withCli(
       SHOPIFY_API_VERSION: fake.apiVersion,
     };
     const brand = json(
-      await runCli(["brand", "create", "--name", "H", "--shop", SHOP, "--access-token", TOKEN], env),
+      await runCli(
+        ["brand", "create", "--name", "H", "--shop", SHOP, "--access-token", TOKEN],
+        env,
+      ),
     );
     await fn(env, fake, String(brand.id));
     assert.deepEqual(fake.violations, []);
@@ -82,8 +85,14 @@ Deno.test("cli: shop sync prints progress on stderr and one JSON object; shop st
       lineItems: 1,
       rejected: [],
     });
-    assert.match(sync.stderr, /customers: bulk operation gid:\/\/shopify\/BulkOperation\/4100000 COMPLETED/);
-    assert.match(sync.stderr, /orders: bulk operation gid:\/\/shopify\/BulkOperation\/4100001 COMPLETED/);
+    assert.match(
+      sync.stderr,
+      /customers: bulk operation gid:\/\/shopify\/BulkOperation\/4100000 COMPLETED/,
+    );
+    assert.match(
+      sync.stderr,
+      /orders: bulk operation gid:\/\/shopify\/BulkOperation\/4100001 COMPLETED/,
+    );
 
     const status = json(await runCli(["shop", "status", "--brand", brandId], env));
     assert.equal(status.status, "completed");
@@ -106,14 +115,20 @@ Deno.test("cli: shop sync exits non-zero on a FAILED operation and on a userErro
     fake.userErrors.push("Bulk queries are not allowed for this shop.");
     const refused = await runCli(["shop", "sync", "--brand", brandId], env);
     assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /error: Shopify refused the bulk query: Bulk queries are not allowed/);
+    assert.match(
+      refused.stderr,
+      /error: Shopify refused the bulk query: Bulk queries are not allowed/,
+    );
   });
 });
 
 Deno.test("cli: shop sync --background queues the job; bad flags are usage errors", async () => {
   await withCli(async (env, fake, brandId) => {
     const queued = json(
-      await runCli(["shop", "sync", "--brand", brandId, "--since", "2025-02-01", "--background"], env),
+      await runCli(
+        ["shop", "sync", "--brand", brandId, "--since", "2025-02-01", "--background"],
+        env,
+      ),
     );
     assert.equal(queued.status, "queued");
     assert.equal(queued.since, "2025-02-01");

@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
 import type { ImportRecord } from "../../../lib/commerce/import.ts";
 import { bulkCustomerRecords, bulkOrderRecords } from "../../../lib/shopify/bulk_jsonl.ts";
-import {
-  bulkCustomer,
-  bulkLineItem,
-  bulkOrder,
-  generatedOrders,
-  jsonl,
-} from "./fake_bulk_api.ts";
+import { bulkCustomer, bulkLineItem, bulkOrder, generatedOrders, jsonl } from "./fake_bulk_api.ts";
 
 function streamOf(text: string): ReadableStream<Uint8Array> {
   return new Blob([text]).stream();
@@ -23,7 +17,9 @@ type _Order = { external_id: string; line_items: { title: string; price: string 
 
 function orders(records: ImportRecord[]): Map<string, _Order> {
   return new Map(
-    records.flatMap((r) => "value" in r ? [[(r.value as _Order).external_id, r.value as _Order]] : []),
+    records.flatMap((r) =>
+      "value" in r ? [[(r.value as _Order).external_id, r.value as _Order]] : []
+    ),
   );
 }
 

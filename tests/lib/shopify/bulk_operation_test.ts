@@ -16,7 +16,7 @@ const credentials = { shop: SHOP, accessToken: TOKEN };
 async function withFake(
   fn: (fake: FakeBulkApi, client: ReturnType<typeof createShopifyAdmin>) => Promise<void>,
 ) {
-  const fake = startFakeBulkApi(SHOP, TOKEN);
+  const fake = startFakeBulkApi(TOKEN);
   try {
     await fn(fake, createShopifyAdmin({ adminOrigin: fake.origin, apiVersion: fake.apiVersion }));
     assert.deepEqual(fake.violations, []);
@@ -98,7 +98,8 @@ Deno.test("bulk operation: a wait past its deadline gives up; a wrong token is f
     await assert.rejects(
       () => startBulkQuery(client, { shop: SHOP, accessToken: "wrong" }, ordersBulkQuery(null)),
       (err: unknown) =>
-        err instanceof DomainError && err.kind === "forbidden" && /read_all_orders/.test(err.message),
+        err instanceof DomainError && err.kind === "forbidden" &&
+        /read_all_orders/.test(err.message),
     );
     fake.violations.length = 0;
   });

@@ -52,12 +52,8 @@ interface _Op {
   objectCount: number;
 }
 
-/** Starts the fake for one shop and its token. */
-export function startFakeBulkApi(
-  shop: string,
-  token: string,
-  apiVersion = "2025-10",
-): FakeBulkApi {
+/** Starts the fake for one shop's token. */
+export function startFakeBulkApi(token: string, apiVersion = "2025-10"): FakeBulkApi {
   const ops: _Op[] = [];
   let nextId = 4_100_000;
   const api: FakeBulkApi = {
@@ -119,7 +115,9 @@ export function startFakeBulkApi(
           : undefined);
       if (message) {
         return Response.json({
-          data: { bulkOperationRunQuery: { bulkOperation: null, userErrors: [{ field: null, message }] } },
+          data: {
+            bulkOperationRunQuery: { bulkOperation: null, userErrors: [{ field: null, message }] },
+          },
         });
       }
       const kind = /^\s*\{\s*customers\b/.test(query) ? "customers" : "orders";
@@ -209,7 +207,9 @@ export function bulkLineItem(n: number, i: number): Record<string, unknown> {
     quantity: i + 1,
     sku: `TEE-${i}`,
     variantTitle: i === 0 ? "M" : null,
-    originalUnitPriceSet: { shopMoney: { amount: i === 0 ? "30.05" : "29.99", currencyCode: "USD" } },
+    originalUnitPriceSet: {
+      shopMoney: { amount: i === 0 ? "30.05" : "29.99", currencyCode: "USD" },
+    },
     variant: { id: `gid://shopify/ProductVariant/${800 + i}` },
     product: { id: `gid://shopify/Product/${700 + i}` },
     __parentId: `gid://shopify/Order/${n}`,

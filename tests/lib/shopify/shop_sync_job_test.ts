@@ -23,15 +23,14 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
   const db = await freshDatabase();
   const dir = await Deno.makeTempDir();
   const kv = await Deno.openKv(`${dir}/kv.sqlite3`);
-  const fake = startFakeBulkApi(SHOP, TOKEN);
+  const fake = startFakeBulkApi(TOKEN);
   const clock = testClock();
   try {
     const brand = await createBrand(
       { sql: db.sql, newId, now: clock.now, cipher: await openTokenCipher(kv, undefined) },
       { name: "Queued", shop: SHOP, accessToken: TOKEN },
     );
-    fake.files.orders = () =>
-      jsonl(bulkOrder(1)) + jsonl(bulkLineItem(1, 0)) + jsonl(bulkOrder(2));
+    fake.files.orders = () => jsonl(bulkOrder(1)) + jsonl(bulkLineItem(1, 0)) + jsonl(bulkOrder(2));
     const deps: ShopSyncDeps = {
       sql: db.sql,
       kv,
@@ -43,7 +42,12 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
       poll: { sleep: () => Promise.resolve() },
     };
     const job = createShopSyncJob(deps);
-    const request = { runId: newId(), brandId: brand.id, since: "2025-01-01", only: "orders" as const };
+    const request = {
+      runId: newId(),
+      brandId: brand.id,
+      since: "2025-01-01",
+      only: "orders" as const,
+    };
     const queued = await enqueueShopSync(kv, request, clock.now());
     assert.equal(queued.status, "queued");
     // A second request while the first waits is refused.
@@ -57,15 +61,14 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
       now: clock.now,
       jobs: { shop_sync: job },
     });
-    await eventually(async () =>
-      (await readShopSyncState(kv, brand.id))?.status === "completed"
-    );
+    await eventually(async () => (await readShopSyncState(kv, brand.id))?.status === "completed");
     const state = (await readShopSyncState(kv, brand.id))!;
     assert.equal(state.runId, request.runId);
     assert.equal(state.since, "2025-01-01");
     assert.deepEqual(state.counts, { orders: 2, customers: 0, lineItems: 1, rejected: 0 });
     assert.match(fake.requests[0]!.query!, /created_at:>=2025-01-01/);
-    const [count] = await db.sql`select count(*)::int as n from orders where brand_id = ${brand.id}`;
+    const [count] = await db
+      .sql`select count(*)::int as n from orders where brand_id = ${brand.id}`;
     assert.equal(count!.n, 2);
 
     // At-least-once: the same message delivered again runs nothing.

@@ -40,7 +40,7 @@ interface World {
 async function withWorld(fn: (world: World) => Promise<void>) {
   const db = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
-  const fake = startFakeBulkApi(SHOP, TOKEN);
+  const fake = startFakeBulkApi(TOKEN);
   const clock = testClock("2026-11-24T12:00:00.000Z");
   try {
     const brand = await createBrand(
@@ -148,7 +148,9 @@ Deno.test("shop sync: customers then orders, in Shopify's sequence, through the 
 
     const orders = await storedOrders(sql, brandId);
     assert.deepEqual(
-      orders.map((o) => [o.external_id, o.state, o.total, o.line_items.length, o.shopify_customer_id]),
+      orders.map((
+        o,
+      ) => [o.external_id, o.state, o.total, o.line_items.length, o.shopify_customer_id]),
       [
         ["1", "complete", "60.10", 2, "500001"],
         ["2", "complete", "60.10", 2, "500002"],
@@ -157,7 +159,9 @@ Deno.test("shop sync: customers then orders, in Shopify's sequence, through the 
       ],
     );
     assert.deepEqual(orders[0]!.line_items.map((i) => i.price), ["30.05", "29.99"]);
-    const contacts = await sql<{ shopify_customer_id: string; email: string; source: Date | null }[]>`
+    const contacts = await sql<
+      { shopify_customer_id: string; email: string; source: Date | null }[]
+    >`
       select shopify_customer_id, email, source_updated_at as source from contacts
       where brand_id = ${brandId} order by shopify_customer_id`;
     assert.equal(contacts.length, 5);
@@ -211,7 +215,8 @@ Deno.test("shop sync: a FAILED operation exits with its errorCode, recorded in t
       () => runShopSync(deps, request({ only: "orders" })),
       (err: unknown) =>
         err instanceof DomainError &&
-        err.message === "bulk operation gid://shopify/BulkOperation/4100000 ended FAILED (ACCESS_DENIED)",
+        err.message ===
+          "bulk operation gid://shopify/BulkOperation/4100000 ended FAILED (ACCESS_DENIED)",
     );
     assert.equal(fake.requests.filter((r) => r.operation === "download").length, 0);
     const state = await readShopSyncState(deps.kv, brandId);
@@ -232,7 +237,8 @@ Deno.test("shop sync: a userError is reported, not retried", async () => {
       () => runShopSync(deps, request({ only: "customers" })),
       (err: unknown) =>
         err instanceof DomainError && err.kind === "conflict" &&
-        err.message === "Shopify refused the bulk query: Bulk queries are not allowed for this shop.",
+        err.message ===
+          "Shopify refused the bulk query: Bulk queries are not allowed for this shop.",
     );
     assert.equal(fake.requests.length, 1);
     const state = await readShopSyncState(deps.kv, brandId);
