@@ -7,15 +7,16 @@
  * closely: a line item may come before its order, or anywhere after it. An order's items must all
  * be known before it is written (they are stored on its row), so the reader cannot emit an order
  * before the file ends, and holding every order until then is the whole file in memory. Instead it
- * reads the file twice, as a hash join would: the first pass streams the download into partition
- * files on local disk, each line going to the partition of its order (its own id, or its
- * `__parentId`), without parsing it; the second pass reads one partition at a time, groups it and
- * emits its orders. An order and all its items land in one partition, so each partition is
- * complete on its own, and memory holds one partition: the operation's `objectCount` divided by
- * the partition count, about 10,000 objects whatever the file's size. Buffering orphans in memory
- * until their parent arrives would be bounded only when children stay near their parents, which
- * ungrouped output does not promise. The disk holds the file once, removed when reading ends.
- * Partitions are sized by the operation's `objectCount` and, when Shopify gives it, `fileSize`.
+ * reads the file twice, as a hash join would: the first pass streams the download's bytes into
+ * partition files on local disk, each line going to the partition of its order (its own id, or
+ * its `__parentId`), without decoding or parsing it; the second pass reads one partition at a
+ * time, groups its lines by order as text and parses each order with its items only as it emits
+ * it. An order and all its items land in one partition, so each partition is complete on its
+ * own, and memory holds one partition: about 10,000 objects whatever the file's size (the
+ * operation's `objectCount`, and its `fileSize` when Shopify gives it, set the partition count).
+ * Buffering orphans in memory until their parent arrives would be bounded only when children stay
+ * near their parents, which ungrouped output does not promise. The disk holds the file once,
+ * each partition deleted as it is read.
  *
  * @module
  */
