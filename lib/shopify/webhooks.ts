@@ -3,7 +3,9 @@
  *
  * The principal module of lib/shopify/, which owns everything that speaks Shopify: its webhooks
  * (this module), their payloads mapped to commerce lines (order_mapping.ts), the Admin GraphQL
- * client (admin_client.ts) and a brand's cached product reads over it (product_reads.ts).
+ * client (admin_client.ts), a brand's cached product reads over it (product_reads.ts), and the
+ * history backfill through bulk operations (shop_sync.ts over bulk_operation.ts, bulk_jsonl.ts and
+ * bulk_mapping.ts; shop_sync_job.ts runs it from the queue).
  *
  * Every effect runs in one transaction with the insert of its `webhook_deliveries` row
  * (`on conflict do nothing`): a repeated `X-Shopify-Webhook-Id` finds the row and is acknowledged
