@@ -36,6 +36,8 @@ interface _ContactRow {
   phone: string | null;
   first_name: string | null;
   last_name: string | null;
+  /** Set on a contact this call creates for a customer Shopify dated. */
+  source_updated_at?: string | null;
 }
 
 interface _Wanted {
@@ -85,6 +87,10 @@ export async function upsertContacts(
     known?: ReadonlyMap<string, _ContactRow>;
     /** Receives each contact with a Shopify customer id as this call leaves it. */
     learned?: Map<string, _ContactRow>;
+    /** When Shopify last changed each customer: a contact created for one records it. */
+    sourceUpdatedAt?: (string | null)[];
+    /** Receives the ids of the contacts this call creates. */
+    created?: Set<string>;
   },
 ): Promise<(string | null)[]> {
   const wanted: (_Wanted | null)[] = [];
@@ -153,7 +159,7 @@ export async function upsertContacts(
   }
   const created: _ContactRow[] = [];
   const changed = new Set<_ContactRow>();
-  const ids = wanted.map((w) => {
+  const ids = wanted.map((w, i) => {
     if (w === null) return null;
     let row = (w.shopifyId ? byShopify.get(w.shopifyId) : undefined) ??
       (w.email ? byEmail.get(w.email) : undefined) ?? (w.phone ? byPhone.get(w.phone) : undefined);
@@ -166,6 +172,7 @@ export async function upsertContacts(
         phone: w.phone,
         first_name: w.first,
         last_name: w.last,
+        source_updated_at: input.sourceUpdatedAt?.[i] ?? null,
       };
       created.push(row);
       index(row);
@@ -194,11 +201,13 @@ export async function upsertContacts(
   if (created.length > 0) {
     await tx`
       insert into contacts (id, brand_id, shopify_customer_id, email, phone, first_name, last_name,
-                            created_at, updated_at)
+                            created_at, updated_at, source_updated_at)
       select x.id, ${input.brandId}, x.shopify_customer_id, x.email, x.phone, x.first_name,
-             x.last_name, ${input.now}, ${input.now}
+             x.last_name, ${input.now}, ${input.now}, x.source_updated_at
       from jsonb_to_recordset(${jsonParam(tx, created)}::jsonb) as x(
-        id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)`;
+        id text, shopify_customer_id text, email text, phone text, first_name text, last_name text,
+        source_updated_at timestamptz)`;
+    for (const row of created) input.created?.add(row.id);
   }
   // A contact created by this batch is inserted with its final fields.
   const updates = [...changed].filter((row) => !createdIds.has(row.id));
@@ -304,14 +313,20 @@ export async function upsertSourcedCustomers(
     return !(at && entry.updatedAt && Date.parse(entry.updatedAt) < at.getTime());
   });
   if (fresh.length === 0) return 0;
+  const created = new Set<string>();
   const contactIds = await upsertContacts(tx, {
     brandId: input.brandId,
     customers: fresh.map((entry) => entry.customer),
     now: input.now,
+    sourceUpdatedAt: fresh.map((entry) => entry.updatedAt),
+    created,
   });
-  const dated = fresh.flatMap((entry, i) =>
-    entry.updatedAt && contactIds[i] ? [{ id: contactIds[i], at: entry.updatedAt }] : []
-  );
+  // New contacts got the time on insert: an update statement costs the contacts' statement
+  // trigger a join of its transition tables, which grows with the square of the rows updated.
+  const dated = fresh.flatMap((entry, i) => {
+    const id = contactIds[i];
+    return entry.updatedAt && id && !created.has(id) ? [{ id, at: entry.updatedAt }] : [];
+  });
   if (dated.length > 0) {
     await tx`
       update contacts c set source_updated_at = x.at
