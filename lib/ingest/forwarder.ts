@@ -32,7 +32,7 @@ export interface ForwarderDeps {
    * KV's own retries, and after them the dead letter, start only then.
    */
   outageWaitMs?: number;
-  /** Handlers of other message kinds, by kind (`shop_sync`); each is idempotent itself. */
+  /** Handlers of other message kinds by kind (`shop_sync`), outside the slots; each idempotent. */
   jobs?: Record<string, (message: unknown) => Promise<void>>;
 }
 

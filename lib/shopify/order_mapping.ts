@@ -133,7 +133,7 @@ export function mapShopifyOrder(payload: Payload): OrderLine {
     number: _text(payload.name) ??
       (_id(payload.order_number) ? `#${_id(payload.order_number)}` : undefined),
     ...mapOrderStatus(payload),
-    total: _money(payload.total_price),
+    total: shopifyMoney(payload.total_price),
     currency_code: payload.currency,
     created_at: payload.created_at,
     processed_at: payload.processed_at ?? null,
@@ -146,7 +146,7 @@ export function mapShopifyOrder(payload: Payload): OrderLine {
         return {
           title: _text(item.title) ?? _text(item.name) ?? "",
           quantity: item.quantity,
-          price: _money(item.price),
+          price: shopifyMoney(item.price),
           sku: _text(item.sku) ?? null,
           product_id: _id(item.product_id) ?? null,
           variant_id: _id(item.variant_id) ?? null,
@@ -254,10 +254,6 @@ function _object(value: unknown): Payload | null {
  * schema to reject.
  */
 export function shopifyMoney(value: unknown): unknown {
-  return _money(value);
-}
-
-function _money(value: unknown): unknown {
   const text = typeof value === "number" ? String(value) : value;
   if (typeof text !== "string") return value;
   const match = /^(-?)(\d+)\.(\d{3,})$/.exec(text.trim());
