@@ -183,6 +183,7 @@ export async function runShopSync(
   };
   state.status = "running";
   state.startedAt ??= deps.now().toISOString();
+  state.finishedAt = null;
   state.lastError = null;
   await save();
   const result: ShopSyncResult = {
