@@ -1,22 +1,22 @@
 /**
  * Backfill benchmark: a Shopify history backfill (`shop sync`, through the Bulk Operations API)
  * of 1,000,000 orders of 200,000 customers, beside `orders import` of the same orders, in the same
- * run, on the same database.
+ * run, on the same server.
  *
  *   deno task bench:backfill      (deno run -A --unstable-kv bench/backfill_load.ts)
  *
- * 1. Creates `bench_backfill_<random>` on PostgreSQL (BENCH_DATABASE_URL) and migrates it; writes
- *    the orders as Shopify's bulk JSONL (orders with two line item children each, on lines of
+ * 1. Writes the orders as Shopify's bulk JSONL (orders with two line item children each, on lines of
  *    their own with `__parentId`, every other order's first item before it) and the same orders as
  *    `orders import` NDJSON (mapped by the backfill's own mapping), and the customers' JSONL. Not
- *    measured.
+ *    measured. Each run below gets a database of its own (`bench_backfill_<random>` on
+ *    BENCH_DATABASE_URL, migrated, not measured), so none pays for another's rows.
  * 2. `orders import`: `importNdjson` + `orderImport` with COPY (what `deno task admin orders import`
  *    runs on a server) of the NDJSON into an empty brand.
- * 3. Backfill: `runShopSync` of the orders (`--only orders`) into another empty brand, against a
+ * 3. Backfill: `runShopSync` of the orders (`--only orders`) into an empty brand, against a
  *    fake Admin API on loopback that serves the JSONL from disk: the mutation, the poll, the
  *    download, the regrouping through partition files, the writes. Its orders/s beside the
  *    import's: PASS when at least 80% of it.
- * 4. The full sync (customers, then orders) into a third brand, reported for information.
+ * 4. The full sync (customers, then orders) into an empty brand, reported for information.
  *
  * Prints progress on stderr and a markdown table on stdout; the target is reported PASS/FAIL,
  * never asserted. Exit code 1 only for an invalid run (an error or counts that differ).
@@ -111,38 +111,48 @@ async function orderCount(sql: Sql, brandId: string): Promise<number> {
   return row!.n;
 }
 
-async function main(): Promise<number> {
-  const host = new URL(PG_URL).hostname;
-  if (!["127.0.0.1", "localhost"].includes(host)) throw new Error("loopback only");
-  const admin = postgres(PG_URL, { onnotice: () => {}, max: 1 });
+const BRAND = "brand_bench";
+
+/**
+ * Runs `fn` on a database of its own, created and migrated (not measured), with the brand and its
+ * connected shop: every run starts from the same empty tables, whichever ran before it.
+ */
+async function onFreshDatabase<T>(
+  admin: Sql,
+  token: string,
+  fn: (sql: Sql) => Promise<T>,
+): Promise<T> {
   const name = `bench_backfill_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
   await admin`create database ${admin(name)}`;
   const url = new URL(PG_URL);
   url.pathname = `/${name}`;
+  // The driver as the service and `deno task admin` open it (lib/store/db.ts).
   const sql = connectPostgres(url.toString(), 4);
+  try {
+    await migrate(sql);
+    await sql`insert into brands (id, name) values (${BRAND}, 'bench')`;
+    await sql`
+      insert into integrations (id, integration_id, brand_id, shop_domain, status, connected_at,
+                                access_token_ciphertext)
+      values ('int_bench', gen_random_uuid(), ${BRAND}, ${SHOP}, 'connected', now(), ${token})`;
+    return await fn(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+    if (!KEEP) await admin`drop database if exists ${admin(name)} with (force)`;
+    else progress(`kept ${name}`);
+  }
+}
+
+async function main(): Promise<number> {
+  const host = new URL(PG_URL).hostname;
+  if (!["127.0.0.1", "localhost"].includes(host)) throw new Error("loopback only");
+  const admin = postgres(PG_URL, { onnotice: () => {}, max: 1 }) as unknown as Sql;
   const tmp = await Deno.makeTempDir({ prefix: "backfill_load" });
   const kv = await Deno.openKv(":memory:");
   const fake = startFakeBulkApi(TOKEN);
   let invalid = false;
   try {
-    await migrate(sql);
-    const cipher = await openTokenCipher(kv, undefined);
-    const token = await cipher.encrypt(TOKEN);
-    const brands = { import: "brand_import", backfill: "brand_backfill", full: "brand_full" };
-    for (const [key, id] of Object.entries(brands)) {
-      await sql`insert into brands (id, name) values (${id}, ${key})`;
-    }
-    // One shop per brand would need one fake per shop; the backfills run one after the other,
-    // so each brand in turn holds the shop.
-    const connect = async (brandId: string) => {
-      await sql`delete from integrations where shop_domain = ${SHOP}`;
-      await sql`
-        insert into integrations (id, integration_id, brand_id, shop_domain, status, connected_at,
-                                  access_token_ciphertext)
-        values (${`int_${brandId}`}, gen_random_uuid(), ${brandId}, ${SHOP}, 'connected', now(),
-                ${token})`;
-    };
-
+    const token = await (await openTokenCipher(kv, undefined)).encrypt(TOKEN);
     progress(`writing ${ORDERS} orders (${CUSTOMERS} customers) as bulk JSONL and NDJSON`);
     const paths = await writeFiles(tmp);
     const bytes = (await Deno.stat(paths.bulk)).size;
@@ -153,54 +163,53 @@ async function main(): Promise<number> {
     fake.files.customers = () => Deno.openSync(paths.customers).readable;
 
     progress("orders import");
-    const t0 = performance.now();
-    const imported = await importNdjson(
-      sql,
-      (await Deno.open(paths.ndjson)).readable,
-      orderImport({
-        brandId: brands.import,
-        newId: monotonicFactory(),
-        now: new Date(),
-        copy: true,
-      }),
-    );
-    const importMs = performance.now() - t0;
-    progress(`  ${imported.imported} in ${importMs.toFixed(0)} ms`);
+    const imported = await onFreshDatabase(admin, token, async (sql) => {
+      const t0 = performance.now();
+      const result = await importNdjson(
+        sql,
+        (await Deno.open(paths.ndjson)).readable,
+        orderImport({ brandId: BRAND, newId: monotonicFactory(), now: new Date(), copy: true }),
+      );
+      const ms = performance.now() - t0;
+      return { ms, result, stored: await orderCount(sql, BRAND) };
+    });
+    progress(`  ${imported.result.imported} in ${imported.ms.toFixed(0)} ms`);
 
-    const deps: ShopSyncDeps = {
-      sql,
-      kv,
-      client: createShopifyAdmin({ adminOrigin: fake.origin, apiVersion: fake.apiVersion }),
-      tokenEncryptionKey: undefined,
-      now: () => new Date(),
-      newId: monotonicFactory(),
-      copy: true,
-      tempDir: tmp,
-      onProgress: (p) => {
-        if (p.step !== "bulk" && p.count % 200_000 === 0 && p.count > 0) {
-          progress(`  ${p.phase}: ${p.count} ${p.step}`);
-        }
-      },
-    };
-    const sync = async (brandId: string, only: "orders" | null) => {
-      await connect(brandId);
-      const started = performance.now();
-      const result: ShopSyncResult = await runShopSync(deps, {
-        runId: crypto.randomUUID(),
-        brandId,
-        since: null,
-        only,
+    const sync = (only: "orders" | null) =>
+      onFreshDatabase(admin, token, async (sql) => {
+        const deps: ShopSyncDeps = {
+          sql,
+          kv,
+          client: createShopifyAdmin({ adminOrigin: fake.origin, apiVersion: fake.apiVersion }),
+          tokenEncryptionKey: undefined,
+          now: () => new Date(),
+          newId: monotonicFactory(),
+          copy: true,
+          tempDir: tmp,
+          onProgress: (p) => {
+            if (p.step !== "bulk" && p.count % 200_000 === 0 && p.count > 0) {
+              progress(`  ${p.phase}: ${p.count} ${p.step}`);
+            }
+          },
+        };
+        const t0 = performance.now();
+        const result: ShopSyncResult = await runShopSync(deps, {
+          runId: crypto.randomUUID(),
+          brandId: BRAND,
+          since: null,
+          only,
+        });
+        const ms = performance.now() - t0;
+        return { ms, result, stored: await orderCount(sql, BRAND) };
       });
-      return { ms: performance.now() - started, result };
-    };
     progress("backfill (orders)");
-    const backfill = await sync(brands.backfill, "orders");
+    const backfill = await sync("orders");
     progress(`  ${backfill.result.orders} in ${backfill.ms.toFixed(0)} ms`);
 
-    let full: { ms: number; result: ShopSyncResult } | undefined;
+    let full: Awaited<ReturnType<typeof sync>> | undefined;
     if (FULL) {
       progress("full sync (customers, then orders)");
-      full = await sync(brands.full, null);
+      full = await sync(null);
       progress(
         `  ${full.result.customers} customers, ${full.result.orders} orders in ${
           full.ms.toFixed(0)
@@ -209,23 +218,23 @@ async function main(): Promise<number> {
     }
 
     const counts = [
-      imported.imported,
+      imported.result.imported,
+      imported.stored,
       backfill.result.orders,
-      await orderCount(sql, brands.import),
-      await orderCount(sql, brands.backfill),
-      ...(full ? [full.result.orders, await orderCount(sql, brands.full)] : []),
+      backfill.stored,
+      ...(full ? [full.result.orders, full.stored] : []),
     ];
-    invalid ||= counts.some((n) => n !== ORDERS) || imported.rejected.length > 0 ||
+    invalid ||= counts.some((n) => n !== ORDERS) || imported.result.rejected.length > 0 ||
       backfill.result.rejected.length > 0 || backfill.result.lineItems !== 2 * ORDERS;
     if (invalid) progress(`counts differ: ${counts.join(", ")}`);
 
-    const importRate = (ORDERS / importMs) * 1000;
+    const importRate = (ORDERS / imported.ms) * 1000;
     const backfillRate = (ORDERS / backfill.ms) * 1000;
     const share = backfillRate / importRate;
     const out = [
       `Backfill of ${ORDERS} orders (${CUSTOMERS} customers, 2 line items each, ${
         (bytes / 1e6).toFixed(0)
-      } MB of bulk JSONL) on PostgreSQL:`,
+      } MB of bulk JSONL) on PostgreSQL, each run on a fresh database:`,
       "",
       "| Run | orders/s | target | verdict |",
       "| --- | -------- | ------ | ------- |",
@@ -250,9 +259,6 @@ async function main(): Promise<number> {
   } finally {
     await fake.close();
     kv.close();
-    await sql.end({ timeout: 5 });
-    if (!KEEP) await admin`drop database if exists ${admin(name)} with (force)`;
-    else progress(`kept ${name}`);
     await admin.end({ timeout: 5 });
     await Deno.remove(tmp, { recursive: true }).catch(() => {});
   }
