@@ -14,6 +14,8 @@ import { openStores } from "./lib/store/stores.ts";
 import { failStart } from "./lib/start_failure.ts";
 import { startForwarder } from "./lib/ingest/forwarder.ts";
 import { createOutbox, type Outbox } from "./lib/ingest/outbox.ts";
+import { shopSyncDeps } from "./lib/shopify/shop_sync.ts";
+import { createShopSyncJob } from "./lib/shopify/shop_sync_job.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
@@ -53,7 +55,13 @@ const app = createApp({
 });
 // FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).
 const forwarder = config.forwarder
-  ? startForwarder({ kv, engine, now, concurrency: config.forwarderConcurrency })
+  ? startForwarder({
+    kv,
+    engine,
+    now,
+    concurrency: config.forwarderConcurrency,
+    jobs: { shop_sync: createShopSyncJob(shopSyncDeps(stores, config)) },
+  })
   : Promise.resolve();
 
 // Embedded PGlite has no autovacuum: the owner refreshes the planner's statistics itself.

@@ -10,6 +10,8 @@ import { ulidSource } from "../lib/ids.ts";
 import { startForwarder } from "../lib/ingest/forwarder.ts";
 import { createOutbox } from "../lib/ingest/outbox.ts";
 import { failStart } from "../lib/start_failure.ts";
+import { shopSyncDeps } from "../lib/shopify/shop_sync.ts";
+import { createShopSyncJob } from "../lib/shopify/shop_sync_job.ts";
 import { openStores } from "../lib/store/stores.ts";
 
 // A delivery waiting for the database must not hold the process: it ends within this.
@@ -38,6 +40,7 @@ const running = startForwarder({
   concurrency: config.forwarderConcurrency,
   // The outbox is polled; only KV's queue needs waking for another process's messages.
   wakeMs: outbox ? undefined : 250,
+  jobs: { shop_sync: createShopSyncJob(shopSyncDeps(stores, config)) },
 });
 log("info", "forwarder running", {
   database: stores.database.mode,

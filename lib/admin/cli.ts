@@ -6,6 +6,8 @@
  * @module
  */
 import { loadConfig } from "../config.ts";
+import { ulidSource } from "../ids.ts";
+import { createOutbox } from "../ingest/outbox.ts";
 import { openStores, type Stores } from "../store/stores.ts";
 import { brandCommands } from "./brand_commands.ts";
 import { type Command, type CommandIo, type Commands, UsageError } from "./command.ts";
@@ -15,12 +17,14 @@ import { segmentCommands } from "./segment_commands.ts";
 import { withProgress } from "./progress.ts";
 import { RemoteError, runRemote } from "./remote.ts";
 import { schemaCommands } from "./schema_commands.ts";
+import { shopCommands } from "./shop_commands.ts";
 
 /** Every command, by name; `help` lists them in this order. */
 export const COMMANDS: Commands = {
   ...brandCommands,
   ...importCommands,
   ...segmentCommands,
+  ...shopCommands,
   ...deadLetterCommands,
   ...schemaCommands,
 };
@@ -95,7 +99,11 @@ export async function runAdmin(
         serve: false,
         migrate: command.beforeMigrations !== true,
       });
-      output = await command.run(stores, input, config, io);
+      // Where the queue is an outbox, a command's enqueue (`shop sync --background`) lands there.
+      const kv = config.ingestQueue === "outbox"
+        ? createOutbox(stores.kv, { newId: ulidSource() }).kv
+        : stores.kv;
+      output = await command.run({ ...stores, kv }, input, config, io);
     } else {
       output = await runRemote(
         { url: config.adminUrl, token: config.adminToken },

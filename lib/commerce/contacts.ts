@@ -36,6 +36,8 @@ interface _ContactRow {
   phone: string | null;
   first_name: string | null;
   last_name: string | null;
+  /** Set on a contact this call creates for a customer Shopify dated. */
+  source_updated_at?: string | null;
 }
 
 interface _Wanted {
@@ -85,6 +87,10 @@ export async function upsertContacts(
     known?: ReadonlyMap<string, _ContactRow>;
     /** Receives each contact with a Shopify customer id as this call leaves it. */
     learned?: Map<string, _ContactRow>;
+    /** When Shopify last changed each customer: a contact created for one records it. */
+    sourceUpdatedAt?: (string | null)[];
+    /** Receives the ids of the contacts this call creates. */
+    created?: Set<string>;
   },
 ): Promise<(string | null)[]> {
   const wanted: (_Wanted | null)[] = [];
@@ -153,7 +159,7 @@ export async function upsertContacts(
   }
   const created: _ContactRow[] = [];
   const changed = new Set<_ContactRow>();
-  const ids = wanted.map((w) => {
+  const ids = wanted.map((w, i) => {
     if (w === null) return null;
     let row = (w.shopifyId ? byShopify.get(w.shopifyId) : undefined) ??
       (w.email ? byEmail.get(w.email) : undefined) ?? (w.phone ? byPhone.get(w.phone) : undefined);
@@ -166,6 +172,7 @@ export async function upsertContacts(
         phone: w.phone,
         first_name: w.first,
         last_name: w.last,
+        source_updated_at: input.sourceUpdatedAt?.[i] ?? null,
       };
       created.push(row);
       index(row);
@@ -194,11 +201,13 @@ export async function upsertContacts(
   if (created.length > 0) {
     await tx`
       insert into contacts (id, brand_id, shopify_customer_id, email, phone, first_name, last_name,
-                            created_at, updated_at)
+                            created_at, updated_at, source_updated_at)
       select x.id, ${input.brandId}, x.shopify_customer_id, x.email, x.phone, x.first_name,
-             x.last_name, ${input.now}, ${input.now}
+             x.last_name, ${input.now}, ${input.now}, x.source_updated_at
       from jsonb_to_recordset(${jsonParam(tx, created)}::jsonb) as x(
-        id text, shopify_customer_id text, email text, phone text, first_name text, last_name text)`;
+        id text, shopify_customer_id text, email text, phone text, first_name text, last_name text,
+        source_updated_at timestamptz)`;
+    for (const row of created) input.created?.add(row.id);
   }
   // A contact created by this batch is inserted with its final fields.
   const updates = [...changed].filter((row) => !createdIds.has(row.id));
@@ -255,4 +264,74 @@ export function contactMemory(input: { brandId: string; now: Date }) {
       learned = new Map();
     },
   };
+}
+
+/** The advisory lock key that serializes writers of one Shopify customer's contact. */
+export function contactLockKey(brandId: string, shopifyCustomerId: string): string {
+  return `contact|${brandId}|${shopifyCustomerId}`;
+}
+
+/** A Shopify customer with the time Shopify last changed it (`updatedAt`). */
+export interface SourcedCustomer {
+  customer: CustomerLine & { shopify_customer_id: string };
+  updatedAt: string | null;
+}
+
+/**
+ * Upserts Shopify customers set-based ({@linkcode upsertContacts}), each with the time Shopify
+ * last changed it, which the contact records (`source_updated_at`). A customer older than what
+ * its contact last took from Shopify is stale and skipped. It takes the locks a customer webhook
+ * takes ({@linkcode contactLockKey}, in key order), so a webhook and a batch keep the newer state
+ * whichever commits first. When a batch names a customer twice, the newer wins. Returns how many
+ * were written.
+ */
+export async function upsertSourcedCustomers(
+  tx: Tx,
+  input: { brandId: string; customers: SourcedCustomer[]; now: Date },
+): Promise<number> {
+  const time = (value: string | null) => value === null ? -Infinity : Date.parse(value);
+  const newest = new Map<string, SourcedCustomer>();
+  for (const entry of input.customers) {
+    const id = entry.customer.shopify_customer_id;
+    const seen = newest.get(id);
+    if (!seen || time(entry.updatedAt) >= time(seen.updatedAt)) newest.set(id, entry);
+  }
+  if (newest.size === 0) return 0;
+  const ids = [...newest.keys()].sort();
+  await tx`
+    select pg_advisory_xact_lock(hashtextextended(k, 0))
+    from unnest(${ids.map((id) => contactLockKey(input.brandId, id))}::text[]) k`;
+  const stored = await tx<{ shopify_customer_id: string; source_updated_at: Date | null }[]>`
+    select c.* from unnest(${ids}::text[]) v(x)
+    cross join lateral (
+      select shopify_customer_id, source_updated_at from contacts
+      where brand_id = ${input.brandId} and shopify_customer_id = v.x offset 0
+    ) c`;
+  const storedAt = new Map(stored.map((row) => [row.shopify_customer_id, row.source_updated_at]));
+  const fresh = [...newest.values()].filter((entry) => {
+    const at = storedAt.get(entry.customer.shopify_customer_id);
+    return !(at && entry.updatedAt && Date.parse(entry.updatedAt) < at.getTime());
+  });
+  if (fresh.length === 0) return 0;
+  const created = new Set<string>();
+  const contactIds = await upsertContacts(tx, {
+    brandId: input.brandId,
+    customers: fresh.map((entry) => entry.customer),
+    now: input.now,
+    sourceUpdatedAt: fresh.map((entry) => entry.updatedAt),
+    created,
+  });
+  // New contacts got the time on insert: an update statement costs the contacts' statement
+  // trigger a join of its transition tables, which grows with the square of the rows updated.
+  const dated = fresh.flatMap((entry, i) => {
+    const id = contactIds[i];
+    return entry.updatedAt && id && !created.has(id) ? [{ id, at: entry.updatedAt }] : [];
+  });
+  if (dated.length > 0) {
+    await tx`
+      update contacts c set source_updated_at = x.at
+      from jsonb_to_recordset(${jsonParam(tx, dated)}::jsonb) as x(id text, at timestamptz)
+      where c.id = x.id and (c.source_updated_at is null or c.source_updated_at < x.at)`;
+  }
+  return fresh.length;
 }

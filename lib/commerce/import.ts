@@ -33,6 +33,14 @@ export interface ImportSteps<L, P> {
   keyOf(line: L): string;
 }
 
+/** How an import runs: its writers, its batch size, and whom it tells of its progress. */
+export interface ImportOptions {
+  writers?: number;
+  batchLines?: number;
+  /** Told the running count of lines written after each batch commits. */
+  onWritten?: (imported: number) => void;
+}
+
 /** Rejections listed in full; past this the count goes on but the list stops growing. */
 const _MAX_LISTED = 10_000;
 /** Lines a transaction: large enough that round trips and commits are a small share. */
@@ -54,11 +62,44 @@ interface _Line<T> {
  * Contacts a line prepared stay when its write fails. A stream that fails rejects, once every
  * batch already read has been written.
  */
-export async function importNdjson<L, P>(
+export function importNdjson<L, P>(
   sql: Sql,
   stream: ReadableStream<Uint8Array>,
   steps: ImportSteps<L, P>,
-  options: { writers?: number; batchLines?: number } = {},
+  options: ImportOptions = {},
+): Promise<ImportResult> {
+  return importRecords(sql, ndjsonRecords(stream), steps, options);
+}
+
+/** One record of a source: its line number, and the value read or why it could not be read. */
+export type ImportRecord = { line: number; value: unknown } | { line: number; errors: string[] };
+
+/** The records of an NDJSON byte stream: one per non-blank line, numbered from 1. */
+export async function* ndjsonRecords(
+  stream: ReadableStream<Uint8Array>,
+): AsyncGenerator<ImportRecord> {
+  let line = 0;
+  for await (const text of streamLines(stream)) {
+    line++;
+    if (text.trim() === "") continue;
+    try {
+      yield { line, value: JSON.parse(text) };
+    } catch {
+      yield { line, errors: ["not valid JSON"] };
+    }
+  }
+}
+
+/**
+ * Imports records read by any source (NDJSON, a Shopify bulk operation's regrouped objects)
+ * exactly as {@linkcode importNdjson} imports its lines: validated, prepared and written in
+ * batches, each rejection reported with the record's line number.
+ */
+export async function importRecords<L, P>(
+  sql: Sql,
+  records: AsyncIterable<ImportRecord>,
+  steps: ImportSteps<L, P>,
+  options: ImportOptions = {},
 ): Promise<ImportResult> {
   const writers = options.writers ?? 2;
   const batchLines = options.batchLines ?? _BATCH;
@@ -114,6 +155,7 @@ export async function importNdjson<L, P>(
         steps.write(tx, ready.map(([item]) => item.value), ready.map(([, value]) => value))
       );
       result.imported += ready.length;
+      options.onWritten?.(result.imported);
     } catch {
       for (const [item, value] of ready) {
         try {
@@ -123,6 +165,7 @@ export async function importNdjson<L, P>(
           reject(item.line, err);
         }
       }
+      options.onWritten?.(result.imported);
     }
   };
   // Batches between parse and written; each settles (never rejects) once written.
@@ -147,18 +190,14 @@ export async function importNdjson<L, P>(
     entry.done.finally(() => pending.splice(pending.indexOf(entry), 1));
   };
   let batch: _Line<L>[] = [];
-  let lineNumber = 0;
   try {
-    for await (const text of _lines(stream)) {
-      lineNumber++;
-      if (text.trim() === "") continue;
-      let raw: unknown;
-      try {
-        raw = JSON.parse(text);
-      } catch {
-        reject(lineNumber, ["not valid JSON"]);
+    for await (const record of records) {
+      const lineNumber = record.line;
+      if ("errors" in record) {
+        reject(lineNumber, record.errors);
         continue;
       }
+      const raw = record.value;
       const fast = steps.fastParse?.(raw);
       const parsed = fast !== undefined
         ? { success: true as const, data: fast }
@@ -217,7 +256,7 @@ function _semaphore(limit: number) {
 }
 
 /** Splits a byte stream into lines (\n or \r\n), holding one partial line at a time. */
-async function* _lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+export async function* streamLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
   let pending = "";
   for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
     pending += chunk;

@@ -41,6 +41,7 @@ interface _StoredOrder {
   processed_at: Date | null;
   updated_at: Date | null;
   recovered_at: Date | null;
+  customer_redacted_at: Date | null;
   line_items: StoredLineItem[];
 }
 
@@ -122,7 +123,8 @@ export function storedOrdersQuery(tx: Sql | Tx, brandId: string, externalIds: st
     select o.* from unnest(${externalIds}::text[]) v(x)
     cross join lateral (
       select id, external_id, number, state, billing_status, total::text as total, currency_code,
-             contact_id, created_at, processed_at, updated_at, recovered_at, line_items
+             contact_id, created_at, processed_at, updated_at, recovered_at,
+             customer_redacted_at, line_items
       from orders where brand_id = (select ${brandId}::text) and external_id = v.x offset 0
     ) o`;
 }
@@ -134,6 +136,11 @@ export function storedOrdersQuery(tx: Sql | Tx, brandId: string, externalIds: st
  * insight summaries current). When a batch names one order twice, its last line wins. An order
  * created meanwhile by someone else fails the batch on the unique key; the import retries line by
  * line.
+ *
+ * A stale line never wins: a line whose `updated_at` is older than the stored order's is not
+ * written, checked again by the update itself against the row as committed, so a concurrent
+ * writer (a webhook, a backfill) keeps the newer state whichever commits first. A line without
+ * `recovered_at` keeps the stored one, and an order whose customer was redacted stays unlinked.
  */
 export async function writeOrders(
   tx: Tx,
@@ -151,6 +158,10 @@ export async function writeOrders(
   const updates: _OrderRow[] = [];
   for (const line of lines) {
     const old = storedBy.get(line.external_id);
+    if (old && _older(line.updated_at, old.updated_at)) {
+      idOf.set(line.external_id, old.id);
+      continue;
+    }
     const row = {
       id: old?.id ?? `ord_${input.newId()}`,
       external_id: line.external_id,
@@ -159,11 +170,13 @@ export async function writeOrders(
       billing_status: line.billing_status,
       total: line.total,
       currency_code: line.currency_code,
-      contact_id: line.contactId,
+      contact_id: old?.customer_redacted_at ? null : line.contactId,
       created_at: line.created_at,
       processed_at: line.processed_at ?? null,
       updated_at: line.updated_at ?? null,
-      recovered_at: line.recovered_at ?? null,
+      recovered_at: line.recovered_at === undefined
+        ? (old?.recovered_at?.toISOString() ?? null)
+        : line.recovered_at,
       line_items: _storedItems(line.line_items),
     };
     idOf.set(line.external_id, row.id);
@@ -200,7 +213,8 @@ export async function writeOrders(
         id text, number text, state text, billing_status text, total numeric, currency_code text,
         contact_id text, created_at timestamptz, processed_at timestamptz,
         updated_at timestamptz, recovered_at timestamptz, line_items jsonb)
-      where o.id = x.id`;
+      where o.id = x.id
+        and (o.updated_at is null or x.updated_at is null or o.updated_at <= x.updated_at)`;
   }
   if (inserts.length + updates.length > 0) {
     await markInsightsChanged(tx, input.brandId);
@@ -208,9 +222,17 @@ export async function writeOrders(
   return input.lines.map((line) => idOf.get(line.external_id)!);
 }
 
+/** Whether an incoming `updated_at` is older than the stored one (either absent: no). */
+function _older(incoming: string | null | undefined, stored: Date | null): boolean {
+  return !!incoming && stored !== null && Date.parse(incoming) < stored.getTime();
+}
+
 /** An order row as `writeOrders` writes it: a stored order with its timestamps as given. */
 type _OrderRow =
-  & Omit<_StoredOrder, "created_at" | "processed_at" | "updated_at" | "recovered_at">
+  & Omit<
+    _StoredOrder,
+    "created_at" | "processed_at" | "updated_at" | "recovered_at" | "customer_redacted_at"
+  >
   & {
     created_at: string;
     processed_at: string | null;

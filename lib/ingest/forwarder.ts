@@ -36,6 +36,8 @@ export interface ForwarderDeps {
    * KV's own retries, and after them the dead letter, start only then.
    */
   outageWaitMs?: number;
+  /** Handlers of other message kinds by kind (`shop_sync`), outside the slots; each idempotent. */
+  jobs?: Record<string, (message: unknown) => Promise<void>>;
 }
 
 const _WAKE = { kind: "wake" } as const;
@@ -67,6 +69,8 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
     : _singleForwarder(deps);
   return async function handleQueueMessage(message) {
     if ((message as { kind?: unknown })?.kind === _WAKE.kind) return;
+    const job = deps.jobs?.[String((message as { kind?: unknown })?.kind)];
+    if (job) return await job(message);
     if (!isEventsMessage(message)) {
       log("error", "unknown queue message dropped");
       return;

@@ -56,6 +56,17 @@ export interface ShopifyAdmin {
   getProduct(credentials: ShopifyCredentials, id: string): Promise<Product | null>;
 }
 
+/** Any Admin GraphQL call: its `data`, with the client's throttle retries and error mapping. */
+export interface ShopifyGraphql {
+  /** `forbidden` words the 403 a 401/403 or `ACCESS_DENIED` answer becomes. */
+  graphql(
+    credentials: ShopifyCredentials,
+    query: string,
+    variables: Record<string, unknown>,
+    forbidden: string,
+  ): Promise<unknown>;
+}
+
 /** How the client reaches Shopify; everything but the address has a default. */
 export interface ShopifyAdminOptions {
   /** `SHOPIFY_ADMIN_ORIGIN`; `{shop}` is replaced by the shop domain. */
@@ -163,7 +174,9 @@ class _Throttled {
 }
 
 /** Builds the Admin API client. */
-export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
+export function createShopifyAdmin(
+  options: ShopifyAdminOptions,
+): ShopifyAdmin & ShopifyGraphql {
   const maxRetries = options.maxRetries ?? 2;
   const maxWaitMs = options.maxWaitMs ?? 2000;
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -181,6 +194,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
     credentials: ShopifyCredentials,
     query: string,
     variables: Record<string, unknown>,
+    forbidden: string,
   ): Promise<unknown> {
     let res: Response;
     let text: string;
@@ -206,9 +220,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
       );
     }
     if (res.status === 429) return new _Throttled(_retryAfterMs(res.headers.get("retry-after")));
-    if (res.status === 401 || res.status === 403) {
-      throw new DomainError("forbidden", PRODUCTS_FORBIDDEN);
-    }
+    if (res.status === 401 || res.status === 403) throw new DomainError("forbidden", forbidden);
     if (res.status < 200 || res.status > 299) {
       throw new DomainError("upstream_failed", `Shopify answered HTTP ${res.status}`);
     }
@@ -224,7 +236,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
       const codes = errors.map((e) => (e as { extensions?: { code?: unknown } })?.extensions?.code);
       const messages = errors.map((e) => String((e as { message?: unknown })?.message ?? e));
       if (codes.includes("THROTTLED")) return new _Throttled(_costWaitMs(body.extensions));
-      if (codes.includes("ACCESS_DENIED")) throw new DomainError("forbidden", PRODUCTS_FORBIDDEN);
+      if (codes.includes("ACCESS_DENIED")) throw new DomainError("forbidden", forbidden);
       if (variables.after !== undefined && messages.some((m) => /cursor/i.test(m))) {
         throw new DomainError("invalid_input", "invalid cursor");
       }
@@ -240,9 +252,10 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
     credentials: ShopifyCredentials,
     query: string,
     variables: Record<string, unknown>,
+    forbidden = PRODUCTS_FORBIDDEN,
   ): Promise<unknown> {
     for (let retry = 0;; retry++) {
-      const outcome = await attempt(credentials, query, variables);
+      const outcome = await attempt(credentials, query, variables, forbidden);
       if (!(outcome instanceof _Throttled)) return outcome;
       if (retry >= maxRetries) {
         const seconds = Math.max(1, Math.ceil(outcome.waitMs / 1000));
@@ -263,6 +276,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
   }
 
   return {
+    graphql: call,
     async listProducts(credentials, page) {
       const variables = { first: page.first, ...(page.after ? { after: page.after } : {}) };
       const data = parse(_ProductsData, await call(credentials, PRODUCTS_QUERY, variables));
@@ -284,7 +298,7 @@ export function createShopifyAdmin(options: ShopifyAdminOptions): ShopifyAdmin {
 export function shopifyAdminFromConfig(
   config: Config,
   extra: Partial<ShopifyAdminOptions> = {},
-): ShopifyAdmin {
+): ShopifyAdmin & ShopifyGraphql {
   return createShopifyAdmin({
     adminOrigin: config.shopify.adminOrigin,
     apiVersion: config.shopify.apiVersion,

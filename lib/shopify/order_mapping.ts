@@ -133,7 +133,7 @@ export function mapShopifyOrder(payload: Payload): OrderLine {
     number: _text(payload.name) ??
       (_id(payload.order_number) ? `#${_id(payload.order_number)}` : undefined),
     ...mapOrderStatus(payload),
-    total: _money(payload.total_price),
+    total: shopifyMoney(payload.total_price),
     currency_code: payload.currency,
     created_at: payload.created_at,
     processed_at: payload.processed_at ?? null,
@@ -146,7 +146,7 @@ export function mapShopifyOrder(payload: Payload): OrderLine {
         return {
           title: _text(item.title) ?? _text(item.name) ?? "",
           quantity: item.quantity,
-          price: _money(item.price),
+          price: shopifyMoney(item.price),
           sku: _text(item.sku) ?? null,
           product_id: _id(item.product_id) ?? null,
           variant_id: _id(item.variant_id) ?? null,
@@ -249,10 +249,11 @@ function _object(value: unknown): Payload | null {
 
 /**
  * A money string with at most 2 decimals. Shopify sends 3-decimal currencies (KWD, BHD, ...) with
- * 3 decimals; the store keeps cents, so extra decimals are rounded half away from zero.
- * Anything that is not a decimal is returned unchanged for the schema to reject.
+ * 3 decimals; the store keeps cents, so extra decimals are rounded half away from zero, on the
+ * digits (never through a float). Anything that is not a decimal is returned unchanged for the
+ * schema to reject.
  */
-function _money(value: unknown): unknown {
+export function shopifyMoney(value: unknown): unknown {
   const text = typeof value === "number" ? String(value) : value;
   if (typeof text !== "string") return value;
   const match = /^(-?)(\d+)\.(\d{3,})$/.exec(text.trim());

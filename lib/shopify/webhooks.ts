@@ -3,7 +3,9 @@
  *
  * The principal module of lib/shopify/, which owns everything that speaks Shopify: its webhooks
  * (this module), their payloads mapped to commerce lines (order_mapping.ts), the Admin GraphQL
- * client (admin_client.ts) and a brand's cached product reads over it (product_reads.ts).
+ * client (admin_client.ts), a brand's cached product reads over it (product_reads.ts), and the
+ * history backfill through bulk operations (shop_sync.ts over bulk_operation.ts, bulk_jsonl.ts and
+ * bulk_mapping.ts; shop_sync_job.ts runs it from the queue).
  *
  * Every effect runs in one transaction with the insert of its `webhook_deliveries` row
  * (`on conflict do nothing`): a repeated `X-Shopify-Webhook-Id` finds the row and is acknowledged
@@ -16,7 +18,12 @@ import type { Sql, Tx } from "../store/db.ts";
 import { bumpBrandVersion } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
 import { log, type LogLevel } from "../log.ts";
-import { normalizeEmail, normalizePhone, upsertContact } from "../commerce/contacts.ts";
+import {
+  contactLockKey,
+  normalizeEmail,
+  normalizePhone,
+  upsertContact,
+} from "../commerce/contacts.ts";
 import type { OrderLine } from "../commerce/order_lines.ts";
 import { upsertOrder } from "../commerce/orders.ts";
 import { upsertSubscription } from "../commerce/subscriptions.ts";
@@ -325,7 +332,7 @@ async function _applyCustomer(
   },
 ): Promise<WebhookResult> {
   const shopifyCustomerId = input.customer.shopify_customer_id;
-  await _lock(tx, `contact|${input.brandId}|${shopifyCustomerId}`);
+  await _lock(tx, contactLockKey(input.brandId, shopifyCustomerId));
   const [stored] = await tx<{ source_updated_at: Date | null }[]>`
     select source_updated_at from contacts
     where brand_id = ${input.brandId} and shopify_customer_id = ${shopifyCustomerId}`;

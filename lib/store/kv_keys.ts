@@ -128,3 +128,8 @@ export function ingestOutboxKey(entryId: string): Deno.KvKey {
 export function ingestOutboxPrefix(): Deno.KvKey {
   return ["ingest_outbox"];
 }
+
+/** The state of a brand's latest Shopify history backfill (`shop sync`, `shop status`). */
+export function shopSyncStateKey(brandId: string): Deno.KvKey {
+  return ["shop_sync", brandId];
+}

@@ -593,3 +593,33 @@ Deno.test("import: every field an order line and a subscription line accept is s
     );
   });
 });
+
+Deno.test("import: a line older than the stored order is skipped; an absent recovered_at keeps the stored one", async () => {
+  await withBrand(async (sql, brandId) => {
+    const line = (id: string, updatedAt: string, total: string, extra = {}) =>
+      JSON.stringify(order(id, { updated_at: updatedAt, total, ...extra }));
+    await importOrders(
+      sql,
+      brandId,
+      [
+        line("1", "2026-02-01T00:00:00Z", "10.00", { recovered_at: "2026-01-05T00:00:00Z" }),
+        line("2", "2026-02-01T00:00:00Z", "20.00"),
+      ].join("\n"),
+    );
+    const result = await importOrders(
+      sql,
+      brandId,
+      [line("1", "2026-03-01T00:00:00Z", "11.00"), line("2", "2026-01-01T00:00:00Z", "22.00")]
+        .join("\n"),
+    );
+    // Both lines are accepted; the stale one writes nothing.
+    assert.deepEqual(result, { imported: 2, rejected: [] });
+    const rows = await sql`
+      select external_id, total::text as total, recovered_at from orders
+      where brand_id = ${brandId} order by external_id`;
+    assert.deepEqual(rows.map((r) => [r.external_id, r.total, r.recovered_at?.toISOString()]), [
+      ["1", "11.00", "2026-01-05T00:00:00.000Z"],
+      ["2", "20.00", undefined],
+    ]);
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * Operator commands of a brand's Shopify history backfill: `shop sync` (in the foreground, or
+ * queued for the service with `--background`) and `shop status` (docs/commerce.md).
+ *
+ * @module
+ */
+import { ulidSource } from "../ids.ts";
+import type { SyncKind } from "../shopify/bulk_mapping.ts";
+import {
+  readShopSyncState,
+  runShopSync,
+  shopSyncDeps,
+  type SyncProgress,
+} from "../shopify/shop_sync.ts";
+import { enqueueShopSync } from "../shopify/shop_sync_job.ts";
+import {
+  brandIdArg,
+  type Commands,
+  dayArg,
+  defineCommand,
+  parseFlags,
+  requireBrand,
+  requiredFlag,
+  UsageError,
+} from "./command.ts";
+
+/** `shop sync`, `shop status`. */
+export const shopCommands: Commands = {
+  "shop sync": defineCommand({
+    usage: "--brand ID [--since YYYY-MM-DD] [--only orders|customers] [--background]",
+    summary: "Backfills the brand's Shopify customers and orders through the Bulk Operations " +
+      "API (docs/commerce.md); safe to repeat; --background queues it for the service.",
+    parse(args) {
+      const { values } = parseFlags(args, {
+        brand: { type: "string" },
+        since: { type: "string" },
+        only: { type: "string" },
+        background: { type: "boolean" },
+      });
+      const brandId = brandIdArg(requiredFlag(values, "brand"));
+      const since = values.since === undefined ? null : dayArg(values.since as string, "since");
+      const only = (values.only as string | undefined) ?? null;
+      if (only !== null && only !== "orders" && only !== "customers") {
+        throw new UsageError("--only must be orders or customers");
+      }
+      return {
+        brandId,
+        since,
+        only: only as SyncKind | null,
+        background: values.background === true,
+      };
+    },
+    async run(stores, input, config) {
+      await requireBrand(stores, input.brandId);
+      const request = {
+        runId: ulidSource()(),
+        brandId: input.brandId,
+        since: input.since,
+        only: input.only,
+      };
+      if (input.background) return await enqueueShopSync(stores.kv, request, new Date());
+      return await runShopSync(
+        shopSyncDeps(stores, config, { onProgress: _progressPrinter() }),
+        request,
+      );
+    },
+  }),
+  "shop status": defineCommand({
+    usage: "--brand ID",
+    summary: "Prints the state of the brand's latest history backfill (status, counts, last " +
+      "error).",
+    parse(args) {
+      const { values } = parseFlags(args, { brand: { type: "string" } });
+      return { brandId: brandIdArg(requiredFlag(values, "brand")) };
+    },
+    async run(stores, input) {
+      await requireBrand(stores, input.brandId);
+      return await readShopSyncState(stores.kv, input.brandId) ??
+        { brandId: input.brandId, status: "none" };
+    },
+  }),
+};
+
+/** Progress lines on stderr: each status change, and counts at most once a second. */
+function _progressPrinter(): (progress: SyncProgress) => void {
+  const started = new Map<string, number>();
+  let lastStatus = "";
+  let lastPrinted = 0;
+  return (progress) => {
+    const now = Date.now();
+    if (progress.step === "bulk") {
+      const { id, status, objectCount } = progress.operation;
+      if (`${id} ${status}` === lastStatus && now - lastPrinted < 10_000) return;
+      lastStatus = `${id} ${status}`;
+      lastPrinted = now;
+      console.error(`${progress.phase}: bulk operation ${id} ${status}, ${objectCount} objects`);
+      return;
+    }
+    const key = `${progress.phase}:${progress.step}`;
+    if (!started.has(key)) started.set(key, now);
+    if (now - lastPrinted < 1_000) return;
+    lastPrinted = now;
+    const seconds = Math.max(0.001, (now - started.get(key)!) / 1000);
+    const rate = Math.round(progress.count / seconds);
+    const verb = progress.step === "read" ? "lines read" : "applied";
+    console.error(`${progress.phase}: ${progress.count} ${verb} (${rate}/s)`);
+  };
+}
