@@ -7,7 +7,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
-import { requireCommerce } from "../lib/http/auth.ts";
+import { requireCommerce, requireScope } from "../lib/http/auth.ts";
 import { customerRecord, integrationsOf, resolveCustomer } from "../lib/commerce/customers.ts";
 import {
   atRiskCustomers,
@@ -15,7 +15,9 @@ import {
   brandProducts,
   brandRfm,
   customerInsights,
+  revenueByMonth,
 } from "../lib/commerce/insights.ts";
+import { eventVolumeByDay } from "../lib/engine/event_volume.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
@@ -106,6 +108,27 @@ const atRisk = createRoute({
   },
 });
 
+const revenue = createRoute({
+  method: "get",
+  path: "/cdp/insights/revenue",
+  tags: ["Insights"],
+  summary: "Completed-order revenue per UTC month",
+  security: apiKeySecurity,
+  responses: { 200: jsonResponse(AnyObject, "Revenue by month"), ...errorResponses(401, 403, 405) },
+});
+
+const eventVolume = createRoute({
+  method: "get",
+  path: "/cdp/insights/events",
+  tags: ["Insights"],
+  summary: "Events received per UTC day over the last 30 days (today included)",
+  security: apiKeySecurity,
+  responses: { 200: jsonResponse(AnyObject, "Event volume"), ...errorResponses(401, 403, 405) },
+});
+
+/** Days of GET /cdp/insights/events. */
+export const EVENT_VOLUME_DAYS = 30;
+
 const integrations = createRoute({
   method: "get",
   path: "/cdp/integrations",
@@ -186,6 +209,19 @@ export function customerRoutes(deps: AppDeps) {
       assertWithinWindow(page);
       const result = await atRiskCustomers(deps.sql, c.get("auth").brandId, page, freshness());
       return c.json({ ...offsetPage(result, page), scope }, 200);
+    })
+    .openapi(revenue, async (c) => {
+      const scope = requireCommerce(c);
+      const list = await revenueByMonth(deps.sql, c.get("auth").brandId, freshness());
+      return c.json({ scope, list }, 200);
+    })
+    .openapi(eventVolume, async (c) => {
+      const scope = requireScope(c);
+      const list = await eventVolumeByDay(deps.sql, scope, {
+        now: deps.now(),
+        days: EVENT_VOLUME_DAYS,
+      });
+      return c.json({ scope, list }, 200);
     })
     .openapi(integrations, async (c) => {
       const scope = requireCommerce(c);

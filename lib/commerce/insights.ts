@@ -202,18 +202,23 @@ export async function brandLtv(sql: Sql, brandId: string, freshness: Freshness) 
 /** GET /cdp/insights/rfm: customers per tier and per score. */
 export async function brandRfm(sql: Sql, brandId: string, freshness: Freshness) {
   await currentSnapshot(sql, brandId, freshness);
-  const rows = await sql<{ r: number; f: number; m: number; n: number }[]>`
-    select r, f, m, count(*)::int as n from customer_summaries where brand_id = ${brandId}
+  const rows = await sql<{ r: number; f: number; m: number; n: number; spend: string }[]>`
+    select r, f, m, count(*)::int as n, sum(spend)::text as spend
+    from customer_summaries where brand_id = ${brandId}
     group by r, f, m`;
   const tiers = Object.fromEntries(RFM_TIERS.map((t) => [t, 0])) as Record<RfmTier, number>;
+  // Cents as bigints: exact sums of the groups' exact amounts.
+  const cents = Object.fromEntries(RFM_TIERS.map((t) => [t, 0n])) as Record<RfmTier, bigint>;
   const scores = {
     recency: [0, 0, 0, 0, 0],
     frequency: [0, 0, 0, 0, 0],
     monetary: [0, 0, 0, 0, 0],
   };
   let customers = 0;
-  for (const { r, f, m, n } of rows) {
-    tiers[rfmTier(r, f, m)] += n;
+  for (const { r, f, m, n, spend } of rows) {
+    const tier = rfmTier(r, f, m);
+    tiers[tier] += n;
+    cents[tier] += _cents(spend);
     scores.recency[r - 1]! += n;
     scores.frequency[f - 1]! += n;
     scores.monetary[m - 1]! += n;
@@ -224,12 +229,36 @@ export async function brandRfm(sql: Sql, brandId: string, freshness: Freshness) 
   return {
     customer_count: customers,
     tiers,
+    tier_revenue: Object.fromEntries(RFM_TIERS.map((t) => [t, _fromCents(cents[t])])),
     scores: {
       recency: byScore(scores.recency),
       frequency: byScore(scores.frequency),
       monetary: byScore(scores.monetary),
     },
   };
+}
+
+/** An exact decimal amount ("12.5", "-3.10") in cents. */
+function _cents(amount: string): bigint {
+  const [whole, fraction = ""] = money(amount).split(".");
+  const negative = whole!.startsWith("-");
+  const value = BigInt(whole!.replace("-", "")) * 100n + BigInt(fraction.padEnd(2, "0"));
+  return negative ? -value : value;
+}
+
+function _fromCents(cents: bigint): string {
+  const negative = cents < 0n;
+  const abs = negative ? -cents : cents;
+  return `${negative ? "-" : ""}${abs / 100n}.${String(abs % 100n).padStart(2, "0")}`;
+}
+
+/** Completed-order revenue per UTC month (all completed orders), oldest first. */
+export async function revenueByMonth(sql: Sql, brandId: string, freshness: Freshness) {
+  await currentSnapshot(sql, brandId, freshness);
+  const rows = await sql<{ month: string; order_count: number; revenue: string }[]>`
+    select to_char(month, 'YYYY-MM') as month, order_count, revenue::text as revenue
+    from revenue_month_summaries where brand_id = ${brandId} order by month`;
+  return rows.map((r) => ({ ...r, revenue: money(r.revenue) }));
 }
 
 /** GET /cdp/insights/products: the brand's top products by completed-order revenue. */

@@ -149,6 +149,7 @@ export async function refreshSummaries(
     await tx`select set_config('work_mem', '128MB', true)`;
     await tx`delete from customer_summaries where brand_id = ${brandId}`;
     await tx`delete from product_summaries where brand_id = ${brandId}`;
+    await tx`delete from revenue_month_summaries where brand_id = ${brandId}`;
     // Per customer: count, spend, first and last order, median gap between consecutive orders,
     // most frequent currency; then R, F and M by quintile (cume_dist: ties share a score). The
     // gaps are computed once, for the customers' medians and the brand's.
@@ -206,6 +207,13 @@ export async function refreshSummaries(
              coalesce(round(avg((orders > 1)::int) filter (where contact_id is not null), 4), 0)
                ::float8
       from per_buyer group by product_id`;
+    // Per UTC month: every completed order, attributed to a customer or not.
+    await tx`
+      insert into revenue_month_summaries (brand_id, month, order_count, revenue)
+      select ${brandId}, (date_trunc('month', created_at, 'UTC') at time zone 'UTC')::date,
+             count(*)::int, sum(total)
+      from orders where brand_id = ${brandId} and state = 'complete'
+      group by 2`;
     const refreshMs = Math.round(performance.now() - started);
     await tx`
       insert into insight_snapshots (brand_id, generation, refreshed_at, refresh_ms,

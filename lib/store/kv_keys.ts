@@ -118,3 +118,8 @@ export function ingestBacklogUndeliveredKey(messageId: string): Deno.KvKey {
 export function ingestBacklogUndeliveredPrefix(): Deno.KvKey {
   return ["ingest_backlog", "undelivered"];
 }
+
+/** The latest verified Shopify webhook delivery of one shop (dashboard health). */
+export function lastWebhookKey(shop: string): Deno.KvKey {
+  return ["webhooks", "last", shop];
+}

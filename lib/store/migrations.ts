@@ -572,6 +572,21 @@ export const MIGRATIONS: readonly Migration[] = [
       end $$;
     `,
   },
+  {
+    version: 16,
+    name: "revenue_month_summaries",
+    sql: `
+      -- Completed-order revenue per UTC month, recomputed with the other summaries, so that the
+      -- dashboard's revenue line never reads orders (lib/commerce/summaries.ts).
+      create table revenue_month_summaries (
+        brand_id text not null references brands (id) on delete cascade,
+        month date not null,
+        order_count integer not null,
+        revenue numeric not null,
+        primary key (brand_id, month)
+      );
+    `,
+  },
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

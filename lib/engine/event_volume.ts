@@ -1,0 +1,48 @@
+/**
+ * Event volume of a scope per UTC day, read on the events' type index without scanning the
+ * scope's events outside the window.
+ *
+ * @module
+ */
+import type { Sql } from "../store/db.ts";
+
+const _DAY_MS = 86_400_000;
+
+/**
+ * Events per UTC day over the last `days` days up to and including today, every day listed
+ * (zero when none). The scope's event types are walked on `events_type_idx` one type at a time
+ * (a loose index scan), and each type's window is a range of that index, so the cost follows the
+ * window's events, not the scope's history.
+ */
+export async function eventVolumeByDay(
+  sql: Sql,
+  scope: string,
+  input: { now: Date; days: number },
+): Promise<{ day: string; events: number }[]> {
+  const today = Math.floor(input.now.getTime() / _DAY_MS) * _DAY_MS;
+  const since = new Date(today - (input.days - 1) * _DAY_MS);
+  const until = new Date(today + _DAY_MS);
+  const rows = await sql<{ day: string; n: number }[]>`
+    with recursive types (event_type) as (
+      (select event_type from events where scope = ${scope} order by event_type limit 1)
+      union all
+      select (select e.event_type from events e
+              where e.scope = ${scope} and e.event_type > t.event_type
+              order by e.event_type limit 1)
+      from types t where t.event_type is not null
+    )
+    select to_char(date_trunc('day', w.time_stamp, 'UTC'), 'YYYY-MM-DD') as day,
+           count(*)::int as n
+    from types t cross join lateral (
+      select e.time_stamp from events e
+      where e.scope = ${scope} and e.event_type = t.event_type
+        and e.time_stamp >= ${since} and e.time_stamp < ${until}
+    ) w
+    where t.event_type is not null
+    group by 1`;
+  const counts = new Map(rows.map((row) => [row.day, row.n]));
+  return Array.from({ length: input.days }, (_, i) => {
+    const day = new Date(since.getTime() + i * _DAY_MS).toISOString().slice(0, 10);
+    return { day, events: counts.get(day) ?? 0 };
+  });
+}
