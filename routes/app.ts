@@ -8,6 +8,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
+import { appPageRoutes } from "./app_pages/app_pages.tsx";
 import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
 import { eventRoutes } from "./events.ts";
@@ -134,6 +135,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps));
   app.route("/", webhookRoutes(deps));
+  app.route("/", appPageRoutes(deps, { brands, heavyReads }));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

@@ -102,7 +102,9 @@ export async function checkCsrfToken(
 }
 
 async function _sign(key: PageSessionKey, input: string): Promise<string> {
-  return _toBase64Url(new Uint8Array(await crypto.subtle.sign("HMAC", key, _encoder.encode(input))));
+  return _toBase64Url(
+    new Uint8Array(await crypto.subtle.sign("HMAC", key, _encoder.encode(input))),
+  );
 }
 
 // crypto.subtle.verify compares in constant time.

@@ -10,6 +10,7 @@ import type { Config } from "../config.ts";
 import type { Sql } from "../store/db.ts";
 import type { Engine } from "../engine/engine.ts";
 import type { ShopifyAdmin } from "../shopify/admin_client.ts";
+import type { LastBackfillSource } from "../dashboard/health.ts";
 import type { AuthVariables } from "./auth.ts";
 import type { BodyVariables } from "./body_limit.ts";
 import type { RequestIdVariables } from "hono/request-id";
@@ -27,6 +28,8 @@ export interface AppDeps {
   config: Config;
   /** The Shopify Admin API client; built from `config` when absent. */
   shopify?: ShopifyAdmin;
+  /** A brand's last Shopify backfill for the dashboard's health page; not shown when absent. */
+  lastBackfill?: LastBackfillSource;
 }
 
 /** Hono environment shared by every route and middleware: the middlewares' variables together. */
