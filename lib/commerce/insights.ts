@@ -252,13 +252,34 @@ function _fromCents(cents: bigint): string {
   return `${negative ? "-" : ""}${abs / 100n}.${String(abs % 100n).padStart(2, "0")}`;
 }
 
-/** Completed-order revenue per UTC month (all completed orders), oldest first. */
+/**
+ * Completed-order revenue per UTC month (all completed orders, attributed or not), oldest first:
+ * every month from the first order's to the current one, zero when a month had none.
+ */
 export async function revenueByMonth(sql: Sql, brandId: string, freshness: Freshness) {
   await currentSnapshot(sql, brandId, freshness);
   const rows = await sql<{ month: string; order_count: number; revenue: string }[]>`
     select to_char(month, 'YYYY-MM') as month, order_count, revenue::text as revenue
     from revenue_month_summaries where brand_id = ${brandId} order by month`;
-  return rows.map((r) => ({ ...r, revenue: money(r.revenue) }));
+  const byMonth = new Map(rows.map((r) => [r.month, r]));
+  const months: { month: string; order_count: number; revenue: string }[] = [];
+  if (rows.length === 0) return months;
+  const last = Math.max(_monthIndex(rows.at(-1)!.month), _monthIndex(freshness.now.toISOString()));
+  for (let i = _monthIndex(rows[0]!.month); i <= last; i++) {
+    const month = `${Math.floor(i / 12)}-${String(i % 12 + 1).padStart(2, "0")}`;
+    const row = byMonth.get(month);
+    months.push({
+      month,
+      order_count: row?.order_count ?? 0,
+      revenue: money(row?.revenue ?? "0"),
+    });
+  }
+  return months;
+}
+
+/** Months since year 0 of a "YYYY-MM..." text. */
+function _monthIndex(text: string): number {
+  return Number(text.slice(0, 4)) * 12 + Number(text.slice(5, 7)) - 1;
 }
 
 /** GET /cdp/insights/products: the brand's top products by completed-order revenue. */

@@ -99,8 +99,10 @@ export function treemapChart(input: SeriesInput): string {
       roam: false,
       nodeClick: false,
       breadcrumb: { show: false },
-      width: "100%",
-      height: "100%",
+      left: 0,
+      top: 0,
+      right: 0,
+      bottom: 0,
       label: { show: true, formatter: "{b}\n{c}", color: "#ffffff", fontSize: 12 },
       itemStyle: { borderColor: "#ffffff", borderWidth: 2, gapWidth: 2 },
       data: input.labels.map((name, i) => ({

@@ -144,7 +144,7 @@ export function appPageRoutes(
   };
 
   const app = new Hono<_PageEnv>();
-  app.use("/app", frame);
+  // "/app/*" matches "/app" itself too.
   app.use("/app/*", frame);
   return app
     .get("/app", async (c) => {
