@@ -46,6 +46,9 @@ const server = Deno.serve({
       url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
       database: stores.database.mode,
       docs: `http://localhost:${port}/docs`,
+      dashboard: config.shopify.apiKey && config.shopify.apiSecret
+        ? "deno task admin app-url --brand ID prints a signed-in URL"
+        : "set SHOPIFY_API_KEY and SHOPIFY_API_SECRET, then deno task admin app-url --brand ID",
     }),
 }, app.fetch);
 

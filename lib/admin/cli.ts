@@ -6,6 +6,7 @@
  */
 import { loadConfig } from "../config.ts";
 import { openStores, type Stores } from "../store/stores.ts";
+import { appCommands } from "./app_commands.ts";
 import { brandCommands } from "./brand_commands.ts";
 import { type Commands, UsageError } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
@@ -16,6 +17,7 @@ export const COMMANDS: Commands = {
   ...brandCommands,
   ...importCommands,
   ...deadLetterCommands,
+  ...appCommands,
 };
 
 /** The usage text: every command's synopsis. */

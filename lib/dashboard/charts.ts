@@ -41,7 +41,13 @@ export function barChart(input: SeriesInput & { horizontal?: boolean }): string 
   const category = {
     type: "category" as const,
     data: input.labels,
-    axisLabel: { color: PALETTE.subdued, width: 120, overflow: "truncate" as const },
+    // Every label of a short axis; ECharts would drop some that overlap.
+    axisLabel: {
+      color: PALETTE.subdued,
+      width: 120,
+      overflow: "truncate" as const,
+      ...(input.labels.length <= 12 ? { interval: 0 } : {}),
+    },
     axisLine: { lineStyle: { color: PALETTE.border } },
     axisTick: { show: false },
   };
