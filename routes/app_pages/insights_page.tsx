@@ -185,7 +185,13 @@ export async function insightsPage(
               { label: "Risk score", numeric: true },
             ]}
             rows={atRisk.list.map((c) => [
-              <a href={page.link(`/app/customers/${encodeURIComponent(c.contact_id)}`)}>
+              <a
+                href={page.link(
+                  `/app/customers/${
+                    encodeURIComponent(c.email ?? c.shopify_customer_id ?? c.contact_id)
+                  }`,
+                )}
+              >
                 {c.email ?? c.shopify_customer_id ?? c.contact_id}
               </a>,
               c.ltv,
