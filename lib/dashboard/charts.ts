@@ -10,7 +10,18 @@ import * as echarts from "echarts";
 /** Polaris colours the charts and the page styles share. */
 export const PALETTE = {
   primary: "#005bd3",
-  series: ["#005bd3", "#0094d5", "#29845a", "#b98900", "#8051ff", "#e51c00", "#616161"],
+  series: [
+    "#005bd3",
+    "#0094d5",
+    "#29845a",
+    "#b98900",
+    "#8051ff",
+    "#e51c00",
+    "#616161",
+    "#47c1bf",
+    "#c05717",
+    "#5c6ac4",
+  ],
   text: "#303030",
   subdued: "#616161",
   border: "#e3e3e3",
