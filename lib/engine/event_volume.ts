@@ -12,7 +12,8 @@ const _DAY_MS = 86_400_000;
  * Events per UTC day over the last `days` days up to and including today, every day listed
  * (zero when none). The scope's event types are walked on `events_type_idx` one type at a time
  * (a loose index scan), and each type's window is a range of that index, so the cost follows the
- * window's events, not the scope's history.
+ * window's events, not the scope's history. Each type is counted inside its own lateral subquery:
+ * as a plain join the planner scanned the whole table instead.
  */
 export async function eventVolumeByDay(
   sql: Sql,
@@ -31,12 +32,13 @@ export async function eventVolumeByDay(
               order by e.event_type limit 1)
       from types t where t.event_type is not null
     )
-    select to_char(date_trunc('day', w.time_stamp, 'UTC'), 'YYYY-MM-DD') as day,
-           count(*)::int as n
+    select to_char(w.day, 'YYYY-MM-DD') as day, sum(w.n)::int as n
     from types t cross join lateral (
-      select e.time_stamp from events e
+      select date_trunc('day', e.time_stamp, 'UTC') as day, count(*) as n
+      from events e
       where e.scope = ${scope} and e.event_type = t.event_type
         and e.time_stamp >= ${since} and e.time_stamp < ${until}
+      group by 1
     ) w
     where t.event_type is not null
     group by 1`;
