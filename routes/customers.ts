@@ -17,7 +17,7 @@ import {
   customerInsights,
   revenueByMonth,
 } from "../lib/commerce/insights.ts";
-import { eventVolumeByDay } from "../lib/engine/event_volume.ts";
+import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../lib/engine/event_volume.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
@@ -125,9 +125,6 @@ const eventVolume = createRoute({
   security: apiKeySecurity,
   responses: { 200: jsonResponse(AnyObject, "Event volume"), ...errorResponses(401, 403, 405) },
 });
-
-/** Days of GET /cdp/insights/events. */
-export const EVENT_VOLUME_DAYS = 30;
 
 const integrations = createRoute({
   method: "get",

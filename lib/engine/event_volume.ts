@@ -8,6 +8,9 @@ import type { Sql } from "../store/db.ts";
 
 const _DAY_MS = 86_400_000;
 
+/** Days of event volume the insights show (GET /cdp/insights/events, the dashboard). */
+export const EVENT_VOLUME_DAYS = 30;
+
 /**
  * Events per UTC day over the last `days` days up to and including today, every day listed
  * (zero when none). The scope's event types are walked on `events_type_idx` one type at a time

@@ -209,6 +209,11 @@ export function appPageRoutes(
         timeoutMs: deps.config.queryTimeoutMs,
         onClose: options.heavyReads.acquire(c.get("page").brand.brandId),
       });
+      // Hono answers HEAD with GET's headers and drops the body unread: give it back now.
+      if (c.req.method === "HEAD") {
+        await page.lines.cancel();
+        return c.body(null, 200);
+      }
       c.header("Content-Type", "application/x-ndjson");
       c.header("Content-Disposition", `attachment; filename="${_fileName(segment.id)}.ndjson"`);
       return c.body(page.lines, 200);

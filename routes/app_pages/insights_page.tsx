@@ -14,11 +14,10 @@ import {
   revenueByMonth,
   RFM_TIERS,
 } from "../../lib/commerce/insights.ts";
-import { eventVolumeByDay } from "../../lib/engine/event_volume.ts";
+import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../../lib/engine/event_volume.ts";
 import { barChart, lineChart, treemapChart } from "../../lib/dashboard/charts.ts";
-import { EVENT_VOLUME_DAYS } from "../customers.ts";
 import { ChartCard, DataTable, Layout } from "./layout.tsx";
-import type { PageContext } from "./page_context.ts";
+import { type PageContext, SESSION_PARAM } from "./page_context.ts";
 
 /** Top products shown (the API's default page). */
 export const TOP_PRODUCTS = 10;
@@ -54,7 +53,7 @@ export async function insightsPage(
         {ltv.total_revenue} {currency}, average LTV {ltv.average_ltv} {currency}.
       </p>
       <form method="get" action="/app/customers">
-        <input type="hidden" name="s" value={page.token} />
+        <input type="hidden" name={SESSION_PARAM} value={page.token} />
         <input type="text" name="q" placeholder="Find a customer: email, phone or id" />{" "}
         <button type="submit" class="secondary">Open record</button>
       </form>
