@@ -1,7 +1,8 @@
 /**
  * Server-side charts of the dashboard: Apache ECharts rendered to an SVG string without a
  * browser (its SSR mode), so the pages show data without client JavaScript. One chart instance
- * per render, disposed after. Colours and type follow Shopify's Polaris.
+ * per render, disposed after; a renderer remembers the SVG of recent inputs, since a brand's
+ * figures change only when its insight summaries do. Colours and type follow Shopify's Polaris.
  *
  * @module
  */
@@ -149,4 +150,38 @@ function _render(input: SeriesInput, option: Record<string, unknown>): string {
   } finally {
     chart.dispose();
   }
+}
+
+/** The chart kinds, each a pure function of its input. */
+export interface ChartRenderer {
+  bar(input: SeriesInput & { horizontal?: boolean }): string;
+  line(input: SeriesInput): string;
+  treemap(input: SeriesInput): string;
+}
+
+/**
+ * A renderer that remembers the SVG of its last `entries` distinct inputs (least recently used
+ * out first): rendering costs milliseconds of CPU per chart, and reloads of a page between two
+ * refreshes of the summaries draw the same charts.
+ */
+export function createChartRenderer(options: { entries: number }): ChartRenderer {
+  const cache = new Map<string, string>();
+  const remembered = <T>(kind: string, render: (input: T) => string) => (input: T): string => {
+    const key = `${kind}:${JSON.stringify(input)}`;
+    const hit = cache.get(key);
+    if (hit !== undefined) {
+      cache.delete(key);
+      cache.set(key, hit);
+      return hit;
+    }
+    const svg = render(input);
+    if (cache.size >= options.entries) cache.delete(cache.keys().next().value!);
+    cache.set(key, svg);
+    return svg;
+  };
+  return {
+    bar: remembered("bar", barChart),
+    line: remembered("line", lineChart),
+    treemap: remembered("treemap", treemapChart),
+  };
 }

@@ -19,6 +19,7 @@ import { type BrandCache, parseShopDomain } from "../../lib/tenancy/brands.ts";
 import { brandOfSessionToken } from "../../lib/tenancy/session_token.ts";
 import { issueApiKey, revokeApiKey, rotateApiKey } from "../../lib/tenancy/api_keys.ts";
 import { brandVersionKey } from "../../lib/store/kv_keys.ts";
+import { createChartRenderer } from "../../lib/dashboard/charts.ts";
 import {
   checkCsrfToken,
   csrfToken,
@@ -45,6 +46,8 @@ export function appPageRoutes(
   deps: AppDeps,
   options: { brands: BrandCache; heavyReads: BrandConcurrency },
 ) {
+  // The charts of a few pages for each of about a hundred brands (an SVG is 5-20 KB).
+  const charts = createChartRenderer({ entries: 500 });
   const secret = deps.config.shopify.apiSecret;
   const key = secret ? pageSessionKey(secret) : null;
   const sessionKey = () => {
@@ -107,6 +110,7 @@ export function appPageRoutes(
       token,
       brand,
       csrf: await csrfToken(signing, read),
+      charts,
       link: pageLinks(token),
     };
     c.set("page", page);

@@ -8,7 +8,6 @@ import type { AppDeps } from "../../lib/http/app_env.ts";
 import { customerRecord, resolveCustomer } from "../../lib/commerce/customers.ts";
 import { customerInsights } from "../../lib/commerce/insights.ts";
 import { listOrders } from "../../lib/commerce/reads.ts";
-import { barChart } from "../../lib/dashboard/charts.ts";
 import { HttpError } from "../../lib/http/errors.ts";
 import { Card, ChartCard, DataTable, Layout } from "./layout.tsx";
 import type { PageContext } from "./page_context.ts";
@@ -68,7 +67,7 @@ export async function customerPage(
           id="orders"
           title="Orders"
           formula={`Order totals of the ${CUSTOMER_ORDERS} latest orders, all states, oldest left. Source: GET /cdp/customers/{identifier}/orders.`}
-          svg={barChart({
+          svg={page.charts.bar({
             labels: chronological.map((o) => o.created_at.slice(0, 10)),
             values: chronological.map((o) => Number(o.total)),
           })}
@@ -94,7 +93,7 @@ export async function customerPage(
           id="top-products"
           title="Top products"
           formula="The customer's products by completed-order revenue (price x quantity). Source: GET /cdp/customers/{identifier}/insights."
-          svg={barChart({
+          svg={page.charts.bar({
             labels: insights.top_products.map((p) => p.title),
             values: insights.top_products.map((p) => Number(p.revenue)),
             horizontal: true,

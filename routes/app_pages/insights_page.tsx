@@ -15,7 +15,6 @@ import {
   RFM_TIERS,
 } from "../../lib/commerce/insights.ts";
 import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../../lib/engine/event_volume.ts";
-import { barChart, lineChart, treemapChart } from "../../lib/dashboard/charts.ts";
 import { ChartCard, DataTable, Layout } from "./layout.tsx";
 import { type PageContext, SESSION_PARAM } from "./page_context.ts";
 
@@ -62,7 +61,7 @@ export async function insightsPage(
           id="ltv"
           title="Lifetime value distribution"
           formula="Customers by LTV, the sum of their completed orders (dollars; lower bound inclusive). Source: GET /cdp/insights/ltv."
-          svg={barChart({
+          svg={page.charts.bar({
             labels: ltv.distribution.map((b) => b.label),
             values: ltv.distribution.map((b) => b.customer_count),
           })}
@@ -78,7 +77,7 @@ export async function insightsPage(
           id="rfm"
           title="RFM groups"
           formula="Recency, frequency and monetary quintiles (1-5) of completed orders, mapped to Shopify's RFM groups; revenue is the group's LTV sum. Source: GET /cdp/insights/rfm."
-          svg={treemapChart({
+          svg={page.charts.treemap({
             labels: RFM_TIERS.map(tierName),
             values: RFM_TIERS.map((tier) => rfm.tiers[tier]),
           })}
@@ -100,7 +99,7 @@ export async function insightsPage(
           id="products"
           title="Top products"
           formula="Revenue = sum of price x quantity over completed-order line items. Source: GET /cdp/insights/products."
-          svg={barChart({
+          svg={page.charts.bar({
             labels: products.map((p) => p.title),
             values: products.map((p) => Number(p.revenue)),
             horizontal: true,
@@ -129,7 +128,7 @@ export async function insightsPage(
           id="revenue"
           title="Revenue by month"
           formula="Sum of completed orders' totals per UTC month. Source: GET /cdp/insights/revenue."
-          svg={lineChart({
+          svg={page.charts.line({
             labels: revenue.map((m) => m.month),
             values: revenue.map((m) => Number(m.revenue)),
           })}
@@ -152,7 +151,7 @@ export async function insightsPage(
           id="events"
           title="Event volume, last 30 days"
           formula="Events received per UTC day (today included). Source: GET /cdp/insights/events."
-          svg={lineChart({
+          svg={page.charts.line({
             labels: volume.map((d) => d.day.slice(5)),
             values: volume.map((d) => d.events),
           })}

@@ -6,6 +6,7 @@
  */
 import type { BrandContext } from "../../lib/tenancy/brands.ts";
 import type { PageSession } from "../../lib/dashboard/page_session.ts";
+import type { ChartRenderer } from "../../lib/dashboard/charts.ts";
 
 /** The signed-in page: its session, the brand, the CSRF token of its forms, and its links. */
 export interface PageContext {
@@ -14,6 +15,8 @@ export interface PageContext {
   token: string;
   brand: BrandContext;
   csrf: string;
+  /** The app's chart renderer. */
+  charts: ChartRenderer;
   /** A link to a dashboard path that keeps the session. */
   link(path: string, params?: Record<string, string | number>): string;
 }

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { barChart, lineChart, treemapChart } from "../../../lib/dashboard/charts.ts";
+import {
+  barChart,
+  createChartRenderer,
+  lineChart,
+  treemapChart,
+} from "../../../lib/dashboard/charts.ts";
 
 Deno.test("charts: bars, lines and treemaps render to standalone SVG with their labels", () => {
   const input = { labels: ["alpha", "beta", "gamma"], values: [3, 0, 7] };
@@ -25,4 +30,21 @@ Deno.test("charts: labels are escaped, and the size is the one asked", () => {
   assert.match(svg, /^<svg width="320" height="200"/);
   // Text styles sit in double-quoted attributes: the font stack must not close them.
   for (const style of svg.matchAll(/style="([^"]*)"/g)) assert.doesNotMatch(style[1]!, /"/);
+});
+
+// ECharts numbers each instance's class names and ids (zr<instance>-cls-<n>), unique per process.
+const same = (svg: string) => svg.replace(/zr\d+-(cls-|c)\d+/g, "zr");
+
+Deno.test("chart renderer: the SVG of each kind is the function's, remembered or not", () => {
+  const renderer = createChartRenderer({ entries: 2 });
+  const inputs = [1, 2, 3, 1].map((n) => ({ labels: ["a", "b"], values: [n, n * 2] }));
+  for (const input of inputs) {
+    const horizontal = { ...input, horizontal: true };
+    assert.equal(same(renderer.bar(input)), same(barChart(input)));
+    assert.equal(same(renderer.bar(horizontal)), same(barChart(horizontal)));
+    assert.equal(same(renderer.line(input)), same(lineChart(input)));
+    assert.equal(same(renderer.treemap(input)), same(treemapChart(input)));
+  }
+  // Remembered: the same input gives the very same SVG, instance numbers included.
+  assert.equal(renderer.line(inputs[0]!), renderer.line(inputs[0]!));
 });
