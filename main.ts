@@ -82,6 +82,9 @@ const server = Deno.serve({
       kv: config.kvPath ?? "default",
       ingestQueue: config.ingestQueue,
       docs: `http://localhost:${port}/docs`,
+      dashboard: config.shopify.apiKey && config.shopify.apiSecret
+        ? "deno task admin app-url --brand ID prints a signed-in URL"
+        : "set SHOPIFY_API_KEY and SHOPIFY_API_SECRET, then deno task admin app-url --brand ID",
     }),
 }, app.fetch);
 

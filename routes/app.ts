@@ -9,6 +9,7 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
 import { adminRoutes } from "./admin.ts";
+import { appPageRoutes } from "./app_pages/app_pages.tsx";
 import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
 import { eventRoutes } from "./events.ts";
@@ -161,6 +162,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
       }),
     );
   }
+  app.route("/", appPageRoutes(deps, { brands, heavyReads }));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

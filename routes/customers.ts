@@ -7,7 +7,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
-import { requireCommerce } from "../lib/http/auth.ts";
+import { requireCommerce, requireScope } from "../lib/http/auth.ts";
 import { customerRecord, integrationsOf, resolveCustomer } from "../lib/commerce/customers.ts";
 import {
   atRiskCustomers,
@@ -15,7 +15,9 @@ import {
   brandProducts,
   brandRfm,
   customerInsights,
+  revenueByMonth,
 } from "../lib/commerce/insights.ts";
+import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../lib/engine/event_volume.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
@@ -273,6 +275,41 @@ const atRisk = createRoute({
   },
 });
 
+const revenue = createRoute({
+  operationId: "getRevenueInsights",
+  method: "get",
+  path: "/cdp/insights/revenue",
+  tags: ["Insights"],
+  summary: "Completed-order revenue per UTC month",
+  security: apiKeySecurity,
+  responses: {
+    200: jsonResponse(AnyObject, "Revenue by month", {
+      scope: _SCOPE,
+      list: [
+        { month: "2026-10", order_count: 412, revenue: "30211.50" },
+        { month: "2026-11", order_count: 388, revenue: "28740.00" },
+      ],
+    }),
+    ...errorResponses(401, 403, 405),
+  },
+});
+
+const eventVolume = createRoute({
+  operationId: "getEventVolume",
+  method: "get",
+  path: "/cdp/insights/events",
+  tags: ["Insights"],
+  summary: "Events received per UTC day over the last 30 days (today included)",
+  security: apiKeySecurity,
+  responses: {
+    200: jsonResponse(AnyObject, "Event volume", {
+      scope: _SCOPE,
+      list: [{ day: "2026-11-23", events: 1840 }, { day: "2026-11-24", events: 1312 }],
+    }),
+    ...errorResponses(401, 403, 405),
+  },
+});
+
 const integrations = createRoute({
   operationId: "listIntegrations",
   method: "get",
@@ -357,6 +394,19 @@ export function customerRoutes(deps: AppDeps) {
       assertWithinWindow(page);
       const result = await atRiskCustomers(deps.sql, c.get("auth").brandId, page, freshness());
       return c.json({ ...offsetPage(result, page), scope }, 200);
+    })
+    .openapi(revenue, async (c) => {
+      const scope = requireCommerce(c);
+      const list = await revenueByMonth(deps.sql, c.get("auth").brandId, freshness());
+      return c.json({ scope, list }, 200);
+    })
+    .openapi(eventVolume, async (c) => {
+      const scope = requireScope(c);
+      const list = await eventVolumeByDay(deps.sql, scope, {
+        now: deps.now(),
+        days: EVENT_VOLUME_DAYS,
+      });
+      return c.json({ scope, list }, 200);
     })
     .openapi(integrations, async (c) => {
       const scope = requireCommerce(c);

@@ -16,6 +16,7 @@ import {
   verifyShopifyHmac,
   WEBHOOK_TOPICS,
 } from "../lib/shopify/webhooks.ts";
+import { recordWebhookReceipt } from "../lib/shopify/webhook_receipts.ts";
 
 // Documented, never rejected here: the signature is checked before any header is judged.
 const _header = (example: string, description: string) =>
@@ -142,6 +143,12 @@ export function webhookRoutes(deps: AppDeps) {
       shop,
       webhookId: webhookId!,
       payload: payload as Record<string, unknown>,
+    });
+    await recordWebhookReceipt(deps.kv, shop, {
+      topic: topic!.toLowerCase(),
+      webhookId: webhookId!,
+      outcome: result.outcome,
+      receivedAt: deps.now().toISOString(),
     });
     return c.json({ received: true as const, ...result }, 200);
   });

@@ -9,6 +9,7 @@ import { loadConfig } from "../config.ts";
 import { ulidSource } from "../ids.ts";
 import { createOutbox } from "../ingest/outbox.ts";
 import { openStores, type Stores } from "../store/stores.ts";
+import { appCommands } from "./app_commands.ts";
 import { brandCommands } from "./brand_commands.ts";
 import { type Command, type CommandIo, type Commands, UsageError } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
@@ -27,6 +28,7 @@ export const COMMANDS: Commands = {
   ...shopCommands,
   ...deadLetterCommands,
   ...schemaCommands,
+  ...appCommands,
 };
 
 /** Options every command takes, besides its own. */

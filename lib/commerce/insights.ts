@@ -169,51 +169,38 @@ export async function customerInsights(
 /** GET /cdp/insights/ltv: totals and the five-bucket distribution of customer LTV. */
 export async function brandLtv(sql: Sql, brandId: string, freshness: Freshness) {
   const snapshot = await currentSnapshot(sql, brandId, freshness);
-  const [row] = await sql<
-    {
-      total: string | null;
-      customers: number;
-      average: string | null;
-      b0: number;
-      b1: number;
-      b2: number;
-      b3: number;
-      b4: number;
-    }[]
-  >`
-    select sum(spend)::text as total, count(*)::int as customers,
-           round(avg(spend), 2)::text as average,
-           count(*) filter (where spend < 100)::int as b0,
-           count(*) filter (where spend >= 100 and spend < 250)::int as b1,
-           count(*) filter (where spend >= 250 and spend < 500)::int as b2,
-           count(*) filter (where spend >= 500 and spend < 1000)::int as b3,
-           count(*) filter (where spend >= 1000)::int as b4
-    from customer_summaries where brand_id = ${brandId}`;
-  const counts = [row!.b0, row!.b1, row!.b2, row!.b3, row!.b4];
+  const { ltv } = snapshot;
   return {
-    total_revenue: money(row!.total ?? "0"),
-    customer_count: row!.customers,
-    average_ltv: money(row!.average ?? "0"),
+    total_revenue: money(ltv.total),
+    customer_count: ltv.customers,
+    average_ltv: money(ltv.average),
     currency_code: snapshot.currencyCode,
-    distribution: LTV_BUCKETS.map((bucket, i) => ({ ...bucket, customer_count: counts[i]! })),
+    distribution: LTV_BUCKETS.map((bucket, i) => ({
+      ...bucket,
+      customer_count: ltv.buckets[i] ?? 0,
+    })),
   };
 }
 
 /** GET /cdp/insights/rfm: customers per tier and per score. */
 export async function brandRfm(sql: Sql, brandId: string, freshness: Freshness) {
   await currentSnapshot(sql, brandId, freshness);
-  const rows = await sql<{ r: number; f: number; m: number; n: number }[]>`
-    select r, f, m, count(*)::int as n from customer_summaries where brand_id = ${brandId}
-    group by r, f, m`;
+  const rows = await sql<{ r: number; f: number; m: number; n: number; spend: string }[]>`
+    select r, f, m, customers as n, spend::text as spend
+    from rfm_cell_summaries where brand_id = ${brandId}`;
   const tiers = Object.fromEntries(RFM_TIERS.map((t) => [t, 0])) as Record<RfmTier, number>;
+  // Cents as bigints: exact sums of the groups' exact amounts.
+  const cents = Object.fromEntries(RFM_TIERS.map((t) => [t, 0n])) as Record<RfmTier, bigint>;
   const scores = {
     recency: [0, 0, 0, 0, 0],
     frequency: [0, 0, 0, 0, 0],
     monetary: [0, 0, 0, 0, 0],
   };
   let customers = 0;
-  for (const { r, f, m, n } of rows) {
-    tiers[rfmTier(r, f, m)] += n;
+  for (const { r, f, m, n, spend } of rows) {
+    const tier = rfmTier(r, f, m);
+    tiers[tier] += n;
+    cents[tier] += _cents(spend);
     scores.recency[r - 1]! += n;
     scores.frequency[f - 1]! += n;
     scores.monetary[m - 1]! += n;
@@ -224,12 +211,57 @@ export async function brandRfm(sql: Sql, brandId: string, freshness: Freshness) 
   return {
     customer_count: customers,
     tiers,
+    tier_revenue: Object.fromEntries(RFM_TIERS.map((t) => [t, _fromCents(cents[t])])),
     scores: {
       recency: byScore(scores.recency),
       frequency: byScore(scores.frequency),
       monetary: byScore(scores.monetary),
     },
   };
+}
+
+/** An exact decimal amount ("12.5", "-3.10") in cents. */
+function _cents(amount: string): bigint {
+  const [whole, fraction = ""] = money(amount).split(".");
+  const negative = whole!.startsWith("-");
+  const value = BigInt(whole!.replace("-", "")) * 100n + BigInt(fraction.padEnd(2, "0"));
+  return negative ? -value : value;
+}
+
+function _fromCents(cents: bigint): string {
+  const negative = cents < 0n;
+  const abs = negative ? -cents : cents;
+  return `${negative ? "-" : ""}${abs / 100n}.${String(abs % 100n).padStart(2, "0")}`;
+}
+
+/**
+ * Completed-order revenue per UTC month (all completed orders, attributed or not), oldest first:
+ * every month from the first order's to the current one, zero when a month had none.
+ */
+export async function revenueByMonth(sql: Sql, brandId: string, freshness: Freshness) {
+  await currentSnapshot(sql, brandId, freshness);
+  const rows = await sql<{ month: string; order_count: number; revenue: string }[]>`
+    select to_char(month, 'YYYY-MM') as month, order_count, revenue::text as revenue
+    from revenue_month_summaries where brand_id = ${brandId} order by month`;
+  const byMonth = new Map(rows.map((r) => [r.month, r]));
+  const months: { month: string; order_count: number; revenue: string }[] = [];
+  if (rows.length === 0) return months;
+  const last = Math.max(_monthIndex(rows.at(-1)!.month), _monthIndex(freshness.now.toISOString()));
+  for (let i = _monthIndex(rows[0]!.month); i <= last; i++) {
+    const month = `${Math.floor(i / 12)}-${String(i % 12 + 1).padStart(2, "0")}`;
+    const row = byMonth.get(month);
+    months.push({
+      month,
+      order_count: row?.order_count ?? 0,
+      revenue: money(row?.revenue ?? "0"),
+    });
+  }
+  return months;
+}
+
+/** Months since year 0 of a "YYYY-MM..." text. */
+function _monthIndex(text: string): number {
+  return Number(text.slice(0, 4)) * 12 + Number(text.slice(5, 7)) - 1;
 }
 
 /** GET /cdp/insights/products: the brand's top products by completed-order revenue. */
@@ -259,7 +291,6 @@ export async function atRiskCustomers(
   const snapshot = await currentSnapshot(sql, brandId, freshness);
   const brandMedian = snapshot.brandMedianGap;
   const now = freshness.now;
-  // Customers are read in spend order (the index), so the page stops early.
   const risky = sql`
     select s.contact_id, s.order_count, s.spend, s.last_order_at, s.median_gap
     from customer_summaries s
@@ -267,6 +298,8 @@ export async function atRiskCustomers(
       and coalesce(s.median_gap, ${brandMedian}::float8) > 0
       and extract(epoch from ${now}::timestamptz - s.last_order_at) / 86400
           >= 2 * coalesce(s.median_gap, ${brandMedian}::float8)`;
+  // The page is cut from customers read in spend order (the index) before contacts are joined,
+  // so it stops early: joined first, the planner hashed every contact of the brand.
   const rows = await sql<{
     contact_id: string;
     email: string | null;
@@ -278,9 +311,9 @@ export async function atRiskCustomers(
   }[]>`
     select r.contact_id, c.email, c.shopify_customer_id, r.order_count, r.spend::text as spend,
            r.last_order_at, r.median_gap
-    from (${risky}) r join contacts c on c.id = r.contact_id
-    order by r.spend desc, r.contact_id
-    limit ${page.limit} offset ${page.offset}`;
+    from (${risky} order by s.spend desc, s.contact_id limit ${page.limit} offset ${page.offset}) r
+    join contacts c on c.id = r.contact_id
+    order by r.spend desc, r.contact_id`;
   const total = await countToWindow(sql, sql`select 1 from (${risky}) r`);
   return {
     list: rows.map((r) => ({

@@ -33,6 +33,8 @@ export interface InsightSnapshot {
   refreshMs: number;
   brandMedianGap: number | null;
   currencyCode: string | null;
+  /** Customer LTV over the brand: exact total and average, count, and the bucket counts. */
+  ltv: { total: string; customers: number; average: string; buckets: number[] };
 }
 
 /** First key of the two-key advisory lock of a brand's refresh (the second: the brand's hash). */
@@ -107,10 +109,15 @@ async function _state(sql: Sql, brandId: string) {
     refresh_ms: number | null;
     brand_median_gap: number | null;
     currency_code: string | null;
+    ltv_total: string | null;
+    ltv_customers: number | null;
+    ltv_average: string | null;
+    ltv_buckets: number[] | null;
   }[]>`
     select ${_generation(sql, brandId)}::text as generation,
            s.generation::text as snapshot_generation, s.refreshed_at, s.refresh_ms,
-           s.brand_median_gap, s.currency_code
+           s.brand_median_gap, s.currency_code, s.ltv_total::text as ltv_total, s.ltv_customers,
+           s.ltv_average::text as ltv_average, s.ltv_buckets
     from (select 1) one left join insight_snapshots s on s.brand_id = ${brandId}`;
   return {
     generation: Number(row?.generation ?? 0),
@@ -120,6 +127,12 @@ async function _state(sql: Sql, brandId: string) {
       refreshMs: row.refresh_ms!,
       brandMedianGap: row.brand_median_gap,
       currencyCode: row.currency_code,
+      ltv: {
+        total: row.ltv_total!,
+        customers: row.ltv_customers!,
+        average: row.ltv_average!,
+        buckets: row.ltv_buckets!,
+      },
     },
   };
 }
@@ -149,6 +162,8 @@ export async function refreshSummaries(
     await tx`select set_config('work_mem', '128MB', true)`;
     await tx`delete from customer_summaries where brand_id = ${brandId}`;
     await tx`delete from product_summaries where brand_id = ${brandId}`;
+    await tx`delete from revenue_month_summaries where brand_id = ${brandId}`;
+    await tx`delete from rfm_cell_summaries where brand_id = ${brandId}`;
     // Per customer: count, spend, first and last order, median gap between consecutive orders,
     // most frequent currency; then R, F and M by quintile (cume_dist: ties share a score). The
     // gaps are computed once, for the customers' medians and the brand's.
@@ -206,21 +221,51 @@ export async function refreshSummaries(
              coalesce(round(avg((orders > 1)::int) filter (where contact_id is not null), 4), 0)
                ::float8
       from per_buyer group by product_id`;
+    // Per RFM cell, and the LTV totals and buckets (lib/commerce/insights.ts LTV_BUCKETS).
+    await tx`
+      insert into rfm_cell_summaries (brand_id, r, f, m, customers, spend)
+      select brand_id, r, f, m, count(*)::int, sum(spend)
+      from customer_summaries where brand_id = ${brandId}
+      group by brand_id, r, f, m`;
+    const [ltv] = await tx<
+      { total: string; customers: number; average: string; buckets: number[] }[]
+    >`
+      select coalesce(sum(spend), 0)::text as total, count(*)::int as customers,
+             coalesce(round(avg(spend), 2), 0)::text as average,
+             array[count(*) filter (where spend < 100),
+                   count(*) filter (where spend >= 100 and spend < 250),
+                   count(*) filter (where spend >= 250 and spend < 500),
+                   count(*) filter (where spend >= 500 and spend < 1000),
+                   count(*) filter (where spend >= 1000)]::int[] as buckets
+      from customer_summaries where brand_id = ${brandId}`;
+    // Per UTC month: every completed order, attributed to a customer or not.
+    await tx`
+      insert into revenue_month_summaries (brand_id, month, order_count, revenue)
+      select ${brandId}, (date_trunc('month', created_at, 'UTC') at time zone 'UTC')::date,
+             count(*)::int, sum(total)
+      from orders where brand_id = ${brandId} and state = 'complete'
+      group by 2`;
     const refreshMs = Math.round(performance.now() - started);
     await tx`
       insert into insight_snapshots (brand_id, generation, refreshed_at, refresh_ms,
-                                     brand_median_gap, currency_code)
-      values (${brandId}, ${generation}, ${now}, ${refreshMs}, ${brand!.median}, ${brand!.currency})
+                                     brand_median_gap, currency_code, ltv_total, ltv_customers,
+                                     ltv_average, ltv_buckets)
+      values (${brandId}, ${generation}, ${now}, ${refreshMs}, ${brand!.median}, ${brand!.currency},
+              ${ltv!.total}::numeric, ${ltv!.customers}, ${ltv!.average}::numeric,
+              ${ltv!.buckets}::int[])
       on conflict (brand_id) do update set
         generation = excluded.generation, refreshed_at = excluded.refreshed_at,
         refresh_ms = excluded.refresh_ms, brand_median_gap = excluded.brand_median_gap,
-        currency_code = excluded.currency_code`;
+        currency_code = excluded.currency_code, ltv_total = excluded.ltv_total,
+        ltv_customers = excluded.ltv_customers, ltv_average = excluded.ltv_average,
+        ltv_buckets = excluded.ltv_buckets`;
     return {
       generation,
       refreshedAt: now,
       refreshMs,
       brandMedianGap: brand!.median,
       currencyCode: brand!.currency,
+      ltv: ltv!,
     };
   });
 }

@@ -12,17 +12,12 @@ import {
   liveApiKey,
   wellFormedKeyHash,
 } from "../tenancy/api_keys.ts";
-import {
-  type BrandCache,
-  type BrandContext,
-  findBrandContext,
-  findBrandIdByShop,
-} from "../tenancy/brands.ts";
+import type { BrandCache, BrandContext } from "../tenancy/brands.ts";
 import type { Config } from "../config.ts";
 import type { Sql } from "../store/db.ts";
 import { HttpError } from "./errors.ts";
 import { apiKeyByHashKey, brandVersionKey, kvKeyId } from "../store/kv_keys.ts";
-import { looksLikeJwt, verifySessionToken } from "../tenancy/session_token.ts";
+import { brandOfSessionToken, looksLikeJwt } from "../tenancy/session_token.ts";
 
 /** The authenticated caller of a request. */
 export interface AuthContext extends BrandContext {
@@ -124,22 +119,7 @@ export function sessionTokenAuth<E extends AuthEnv = AuthEnv>(
         { headers: _CHALLENGE },
       );
     }
-    const { apiKey, apiSecret } = deps.config.shopify;
-    if (!apiKey || !apiSecret) {
-      throw new HttpError(
-        503,
-        "service_unavailable",
-        "Session tokens are not configured (SHOPIFY_API_KEY, SHOPIFY_API_SECRET)",
-      );
-    }
-    const claims = await verifySessionToken(token, { apiKey, apiSecret, now: deps.now() });
-    const brandId = await findBrandIdByShop(deps.sql, claims.shop);
-    const brand = brandId ? await findBrandContext(deps.sql, brandId) : null;
-    if (!brand) {
-      throw new HttpError(401, "unauthorized", "No brand is connected to this shop", {
-        headers: _CHALLENGE,
-      });
-    }
+    const { brand, claims } = await brandOfSessionToken(deps, token);
     c.set("auth", { ...brand, keyId: `session:${claims.shop}:${claims.sub ?? "app"}` });
     await next();
   };

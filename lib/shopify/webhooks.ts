@@ -274,6 +274,8 @@ function _effect(
         await tx`delete from contacts where brand_id = ${brandId}`;
         await tx`delete from customer_summaries where brand_id = ${brandId}`;
         await tx`delete from product_summaries where brand_id = ${brandId}`;
+        await tx`delete from revenue_month_summaries where brand_id = ${brandId}`;
+        await tx`delete from rfm_cell_summaries where brand_id = ${brandId}`;
         await tx`delete from insight_snapshots where brand_id = ${brandId}`;
         // The engine's data of the shop (its scope): events, sessions, profiles, aliases and
         // segment definitions.

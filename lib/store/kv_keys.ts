@@ -133,3 +133,8 @@ export function ingestOutboxPrefix(): Deno.KvKey {
 export function shopSyncStateKey(brandId: string): Deno.KvKey {
   return ["shop_sync", brandId];
 }
+
+/** The latest verified Shopify webhook delivery of one shop (dashboard health). */
+export function lastWebhookKey(shop: string): Deno.KvKey {
+  return ["webhooks", "last", shop];
+}

@@ -3,7 +3,14 @@
  *
  * @module
  */
-import { parseShopDomain } from "./brands.ts";
+import type { Config } from "../config.ts";
+import type { Sql } from "../store/db.ts";
+import {
+  type BrandContext,
+  findBrandContext,
+  findBrandIdByShop,
+  parseShopDomain,
+} from "./brands.ts";
 import { HttpError } from "../http/errors.ts";
 
 /** What a verified Shopify session token says. */
@@ -77,6 +84,34 @@ export async function verifySessionToken(
     sub: typeof claims.sub === "string" ? claims.sub : null,
     jti: typeof claims.jti === "string" ? claims.jti : null,
   };
+}
+
+/**
+ * The brand whose shop a session token names, with the token's claims: 503 when the app's
+ * credentials are not configured, 401 for an invalid token or a shop no brand is connected to.
+ * Key management and the dashboard both authenticate through this.
+ */
+export async function brandOfSessionToken(
+  deps: { sql: Sql; now: () => Date; config: Pick<Config, "shopify"> },
+  token: string,
+): Promise<{ brand: BrandContext; claims: SessionClaims }> {
+  const { apiKey, apiSecret } = deps.config.shopify;
+  if (!apiKey || !apiSecret) {
+    throw new HttpError(
+      503,
+      "service_unavailable",
+      "Session tokens are not configured (SHOPIFY_API_KEY, SHOPIFY_API_SECRET)",
+    );
+  }
+  const claims = await verifySessionToken(token, { apiKey, apiSecret, now: deps.now() });
+  const brandId = await findBrandIdByShop(deps.sql, claims.shop);
+  const brand = brandId ? await findBrandContext(deps.sql, brandId) : null;
+  if (!brand) {
+    throw new HttpError(401, "unauthorized", "No brand is connected to this shop", {
+      headers: { "WWW-Authenticate": 'Bearer realm="cdp"' },
+    });
+  }
+  return { brand, claims };
 }
 
 /** Signs claims as an HS256 JWT (what Shopify does; used by tests and local tooling). */

@@ -6,6 +6,7 @@ import {
   brandLtv,
   brandRfm,
   customerInsights,
+  revenueByMonth,
   RFM_TIER_MAP,
   RFM_TIERS,
   rfmTier,
@@ -198,5 +199,58 @@ Deno.test("customerInsights: no contact, or no completed order, is zeros and nul
     assert.deepEqual(await customerInsights(sql, brandId, null, now), empty);
     const pending = await contactOf(sql, brandId, "p@example.com");
     assert.deepEqual(await customerInsights(sql, brandId, pending, now), empty);
+  });
+});
+
+Deno.test("RFM: each tier's revenue is the exact LTV sum of its customers", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    await importOrders(sql, brandId, [
+      order("a@x.com", "10.10", 0),
+      order("a@x.com", "0.05", 1),
+      order("b@x.com", "20.25", 2),
+      order("c@x.com", "30.00", 3),
+      order("c@x.com", "999.99", 4, "cancelled"),
+    ]);
+    const now = new Date(D0 + 10 * DAY);
+    const rfm = await brandRfm(sql, brandId, at(now));
+    assert.deepEqual(Object.keys(rfm.tier_revenue), [...RFM_TIERS]);
+    const expected: Record<string, number> = Object.fromEntries(RFM_TIERS.map((t) => [t, 0]));
+    for (const [email, spend] of [["a@x.com", 1015], ["b@x.com", 2025], ["c@x.com", 3000]]) {
+      const insights = await customerInsights(
+        sql,
+        brandId,
+        await contactOf(sql, brandId, email as string),
+        at(now),
+      );
+      expected[insights.rfm!.tier] = expected[insights.rfm!.tier]! + (spend as number);
+    }
+    for (const tier of RFM_TIERS) {
+      assert.equal(rfm.tier_revenue[tier], (expected[tier]! / 100).toFixed(2), tier);
+    }
+  });
+});
+
+Deno.test("revenueByMonth: completed orders per UTC month, attributed or not, every month to now", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    const guest = { ...order("x@x.com", "5.00", 0), customer: undefined };
+    await importOrders(sql, brandId, [
+      order("a@x.com", "10.00", 0), // 2026-10-01
+      order("a@x.com", "2.50", 30), // 2026-10-31
+      order("b@x.com", "7.00", 31), // 2026-11-01
+      order("b@x.com", "100.00", 31, "cancelled"),
+      { ...guest, external_id: "guest" },
+    ]);
+    assert.deepEqual(await revenueByMonth(sql, brandId, at(new Date("2027-01-15T00:00:00Z"))), [
+      { month: "2026-10", order_count: 3, revenue: "17.50" },
+      { month: "2026-11", order_count: 1, revenue: "7.00" },
+      { month: "2026-12", order_count: 0, revenue: "0.00" },
+      { month: "2027-01", order_count: 0, revenue: "0.00" },
+    ]);
+  });
+});
+
+Deno.test("revenueByMonth: a brand without completed orders has no months", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    assert.deepEqual(await revenueByMonth(sql, brandId, at(new Date(D0))), []);
   });
 });

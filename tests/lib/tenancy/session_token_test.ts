@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { HttpError } from "../../../lib/http/errors.ts";
 import {
+  brandOfSessionToken,
   looksLikeJwt,
   signSessionToken,
   verifySessionToken,
 } from "../../../lib/tenancy/session_token.ts";
+import { withBrandDatabase } from "../../test_support.ts";
 
 const SECRET = "app-secret";
 const API_KEY = "app-client-id";
@@ -144,4 +146,33 @@ Deno.test("session token: malformed tokens are refused without a stack trace", a
     await rejects(token, /not a JWT|malformed|algorithm/);
   }
   assert.equal(looksLikeJwt("svc_abc"), false);
+});
+
+Deno.test("brandOfSessionToken: the brand of the token's shop; 401 for a shop without one; 503 unconfigured", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    const now = new Date("2026-11-21T12:00:00Z");
+    const config = { shopify: { apiKey: "k", apiSecret: "s" } } as never;
+    const token = (shop: string) =>
+      signSessionToken({
+        iss: `https://${shop}/admin`,
+        dest: `https://${shop}`,
+        aud: "k",
+        exp: now.getTime() / 1000 + 60,
+      }, "s");
+    const deps = { sql, now: () => now, config };
+    const found = await brandOfSessionToken(deps, await token("b.myshopify.com"));
+    assert.equal(found.brand.brandId, brandId);
+    assert.equal(found.claims.shop, "b.myshopify.com");
+    await assert.rejects(
+      brandOfSessionToken(deps, await token("nobody.myshopify.com")),
+      (err: HttpError) => err.status === 401,
+    );
+    await assert.rejects(
+      brandOfSessionToken(
+        { ...deps, config: { shopify: { apiKey: undefined, apiSecret: undefined } } as never },
+        await token("b.myshopify.com"),
+      ),
+      (err: HttpError) => err.status === 503,
+    );
+  });
 });

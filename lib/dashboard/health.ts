@@ -1,0 +1,63 @@
+/**
+ * What the dashboard's health page shows for a brand: the ingest backlog, the brand's dead
+ * letters, the last webhook its shop sent, and its last Shopify history backfill.
+ *
+ * @module
+ */
+import { type DeadLetter, listDeadLetters, readBacklog } from "../ingest/queue.ts";
+import { readShopSyncState } from "../shopify/shop_sync.ts";
+import { lastWebhookReceipt, type WebhookReceipt } from "../shopify/webhook_receipts.ts";
+
+/** A backfill run as the health page shows it. */
+export interface BackfillStatus {
+  state: string;
+  startedAt: string;
+  finishedAt: string | null;
+  /** Free text: counts, or the error of a failed run. */
+  detail: string | null;
+}
+
+/** A brand's health. */
+export interface BrandHealth {
+  backlog: number;
+  deadLetterCount: number;
+  /** The newest few, newest first. */
+  deadLetters: DeadLetter[];
+  lastWebhook: WebhookReceipt | null;
+  lastBackfill: BackfillStatus | null;
+}
+
+const _SHOWN_DEAD_LETTERS = 5;
+
+/** Reads a brand's health from the stores (the backlog is the service's, shared by brands). */
+export async function brandHealth(
+  deps: { kv: Deno.Kv; queueKv?: Deno.Kv },
+  brand: { brandId: string; shop: string },
+): Promise<BrandHealth> {
+  const [backlog, letters, lastWebhook, lastBackfill] = await Promise.all([
+    readBacklog(deps.queueKv ?? deps.kv),
+    listDeadLetters(deps.kv, brand.brandId),
+    lastWebhookReceipt(deps.kv, brand.shop),
+    _lastBackfill(deps.kv, brand.brandId),
+  ]);
+  return {
+    backlog,
+    deadLetterCount: letters.length,
+    deadLetters: letters.slice(-_SHOWN_DEAD_LETTERS).reverse(),
+    lastWebhook,
+    lastBackfill,
+  };
+}
+
+async function _lastBackfill(kv: Deno.Kv, brandId: string): Promise<BackfillStatus | null> {
+  const state = await readShopSyncState(kv, brandId);
+  if (!state) return null;
+  const { orders, customers, lineItems, rejected } = state.counts;
+  return {
+    state: state.status,
+    startedAt: state.startedAt ?? state.queuedAt ?? state.updatedAt,
+    finishedAt: state.finishedAt,
+    detail: state.lastError ??
+      `${orders} orders, ${customers} customers, ${lineItems} line items, ${rejected} rejected`,
+  };
+}

@@ -1,0 +1,196 @@
+/**
+ * The segments pages: the brand's segments with their member counts, and one segment with its
+ * condition shown readably, its first members and an export link; read through the functions
+ * the `/cdp/segments` routes call.
+ *
+ * @module
+ */
+import type { AppDeps } from "../../lib/http/app_env.ts";
+import type { Condition } from "../../lib/engine/conditions.ts";
+import { withQueryBudget } from "../../lib/engine/queries.ts";
+import {
+  countMembers,
+  listSegments,
+  membersPage,
+  type SegmentView,
+} from "../../lib/engine/segments.ts";
+import { OFFSET_WINDOW } from "../../lib/http/pagination.ts";
+import { Card, DataTable, Layout } from "./layout.tsx";
+import type { PageContext } from "./page_context.ts";
+
+/** Segments per page of the list. */
+export const SEGMENTS_PAGE = 50;
+/** Members shown on a segment's page. */
+export const SEGMENT_MEMBERS = 20;
+/** Member counts stop here, as the members API's `totalSize` does. */
+export const MEMBER_COUNT_CAP = OFFSET_WINDOW + 1;
+
+/** Renders the brand's segments with their member counts. */
+export async function segmentsPage(
+  deps: AppDeps,
+  page: PageContext,
+  input: { scope: string; offset: number },
+) {
+  const now = deps.now();
+  const segments = await listSegments(deps.sql, input.scope, {
+    limit: SEGMENTS_PAGE,
+    offset: input.offset,
+  });
+  const counts = await Promise.all(segments.list.map((segment) =>
+    withQueryBudget(
+      deps.sql,
+      deps.config.queryTimeoutMs,
+      (sql) => countMembers(sql, segment, now, MEMBER_COUNT_CAP),
+    )
+  ));
+  return (
+    <Layout title="Segments" page={page} active="segments">
+      <h1>Segments</h1>
+      <p class="subdued">{segments.total} segments. Defined through POST /cdp/segments.</p>
+      <div class="grid">
+        <Card title="Segments" id="segments">
+          <DataTable
+            id="segments"
+            caption="Member counts are capped at the members API's window"
+            columns={[{ label: "Segment" }, { label: "Id" }, { label: "Members", numeric: true }]}
+            rows={segments.list.map((segment, i) => [
+              <a href={page.link(`/app/segments/${encodeURIComponent(segment.id)}`)}>
+                {segment.name}
+              </a>,
+              <span class="mono">{segment.id}</span>,
+              _count(counts[i]!),
+            ])}
+          />
+          <div class="pager">
+            {input.offset > 0 && (
+              <a
+                href={page.link("/app/segments", {
+                  offset: Math.max(0, input.offset - SEGMENTS_PAGE),
+                })}
+              >
+                Previous
+              </a>
+            )}
+            {input.offset + SEGMENTS_PAGE < segments.total && (
+              <a href={page.link("/app/segments", { offset: input.offset + SEGMENTS_PAGE })}>
+                Next
+              </a>
+            )}
+          </div>
+        </Card>
+      </div>
+    </Layout>
+  );
+}
+
+/** Renders one segment: its condition, member count, first members and export link. */
+export async function segmentPage(deps: AppDeps, page: PageContext, segment: SegmentView) {
+  const members = await withQueryBudget(
+    deps.sql,
+    deps.config.queryTimeoutMs,
+    (sql) =>
+      membersPage(sql, segment, {
+        limit: SEGMENT_MEMBERS,
+        offset: 0,
+        now: deps.now(),
+        cap: MEMBER_COUNT_CAP,
+      }),
+  );
+  return (
+    <Layout title={segment.name} page={page} active="segments">
+      <h1>{segment.name}</h1>
+      <p class="subdued">
+        <span class="mono">{segment.id}</span>
+        {segment.description ? ` · ${segment.description}` : ""}
+      </p>
+      <div class="stats">
+        <div class="stat" data-stat="members">
+          <div class="subdued">Members</div>
+          <div class="value">{_count(members.totalSize)}</div>
+        </div>
+      </div>
+      <div class="grid">
+        <Card title="Condition" id="condition">
+          <p class="formula">Profiles matching all of this (the shop's scope is always added).</p>
+          <ConditionTree condition={segment.condition} />
+          <details>
+            <summary>As JSON</summary>
+            <pre class="mono">{JSON.stringify(segment.condition, null, 2)}</pre>
+          </details>
+        </Card>
+        <Card title="Members" id="members">
+          <p class="formula">
+            The first {SEGMENT_MEMBERS} by profile id.{" "}
+            <a href={page.link(`/app/segments/${encodeURIComponent(segment.id)}/export`)}>
+              Export all as NDJSON
+            </a>
+          </p>
+          <DataTable
+            id="members"
+            caption="Members"
+            columns={[{ label: "Profile" }, { label: "Email" }]}
+            rows={members.list.map((p) => [
+              <a href={page.link(`/app/customers/${encodeURIComponent(p.itemId)}`)}>{p.itemId}</a>,
+              String(members.identities[p.itemId]?.email ?? ""),
+            ])}
+          />
+        </Card>
+      </div>
+    </Layout>
+  );
+}
+
+function _count(n: number): string {
+  return n >= MEMBER_COUNT_CAP ? `${OFFSET_WINDOW}+` : String(n);
+}
+
+const _OPERATORS: Record<string, string> = {
+  equals: "=",
+  notEquals: "≠",
+  greaterThan: ">",
+  greaterThanOrEqualTo: "≥",
+  lessThan: "<",
+  lessThanOrEqualTo: "≤",
+};
+
+/** A condition tree as nested lists: boolean nodes as "all of"/"any of", leaves as sentences. */
+function ConditionTree(props: { condition: Condition }) {
+  const { type, parameterValues: params } = props.condition as {
+    type: string;
+    parameterValues: Record<string, unknown>;
+  };
+  if (type === "booleanCondition") {
+    const subs = (params.subConditions ?? []) as Condition[];
+    return (
+      <ul class="condition">
+        <li>
+          {params.operator === "or" ? "any of" : "all of"}
+          {subs.map((sub) => <ConditionTree condition={sub} />)}
+        </li>
+      </ul>
+    );
+  }
+  if (type === "notCondition") {
+    return (
+      <ul class="condition">
+        <li>
+          not
+          <ConditionTree condition={params.subCondition as Condition} />
+        </li>
+      </ul>
+    );
+  }
+  const property = params.propertyName as string | undefined;
+  const operator = params.comparisonOperator as string | undefined;
+  const value = Object.entries(params).find(([k]) => k.startsWith("propertyValue"))?.[1];
+  const text = property && operator
+    ? `${property} ${_OPERATORS[operator] ?? operator}${
+      value === undefined ? "" : ` ${JSON.stringify(value)}`
+    }`
+    : `${type} ${JSON.stringify(params)}`;
+  return (
+    <ul class="condition">
+      <li class="mono">{text}</li>
+    </ul>
+  );
+}
