@@ -35,9 +35,11 @@ Deno.test("cli: app-url mints a one-minute session token for the brand's shop an
     const noSecret = await runCli(["app-url", "--brand", String(brand.id)], env);
     assert.equal(noSecret.code, 1);
     assert.match(noSecret.stderr, /SHOPIFY_API_SECRET/);
-    const unknown = await runCli(["app-url", "--brand", "nope"], { ...env, ...APP });
+    const missing = "01M86TDT9CSKW28VQJZ3VT7SDR";
+    const unknown = await runCli(["app-url", "--brand", missing], { ...env, ...APP });
     assert.equal(unknown.code, 1);
-    assert.match(unknown.stderr, /no brand nope/);
+    assert.match(unknown.stderr, new RegExp(`no brand ${missing}`));
+    assert.equal((await runCli(["app-url", "--brand", "nope"], env)).code, 2);
     assert.equal((await runCli(["app-url"], env)).code, 2);
   });
 });
