@@ -259,6 +259,42 @@ Deno.test("migrate: version 15 checks contacts' brand per statement, as the fore
   }
 });
 
+Deno.test("migrate: version 17 checks a many-row contacts update row by row, on the id", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  try {
+    await seedReferences(sql);
+    await sql`
+      insert into contacts (id, brand_id, created_at, updated_at)
+      select 'm' || g, case when g % 2 = 0 then 'a' else 'b' end, now(), now()
+      from generate_series(1, 2000) g`;
+    // Every row of both brands updated at once, none moving: the statement passes.
+    const updated = await sql`update contacts set email = id || '@example.com'`;
+    assert.equal(updated.count, 2002);
+    // One row among thousands moving to another brand fails the whole statement, whichever
+    // rows the others are.
+    await assert.rejects(
+      sql`update contacts set email = null,
+                              brand_id = case when id = 'm1000' then 'b' else brand_id end`,
+      isForeignKeyViolation,
+    );
+    // Two rows swapping brands: each row is compared with its own old row, not another's.
+    await assert.rejects(
+      sql`update contacts set brand_id = case id when 'ca' then 'b' else 'a' end
+          where id in ('ca', 'cb')`,
+      isForeignKeyViolation,
+    );
+    const [counts] = await sql<{ a: number; b: number; emails: number }[]>`
+      select count(*) filter (where brand_id = 'a')::int as a,
+             count(*) filter (where brand_id = 'b')::int as b,
+             count(email)::int as emails
+      from contacts`;
+    assert.deepEqual(counts, { a: 1001, b: 1001, emails: 2002 });
+  } finally {
+    await database.close();
+  }
+});
+
 Deno.test({
   name: "migrate: version 15, a brand being deleted waits for contacts being written to it",
   ignore: !DATABASE_URL,
