@@ -36,6 +36,9 @@ const envSchema = z.object({
   INSIGHTS_MAX_STALENESS_SECONDS: z.coerce.number().int().min(0).max(3600).default(120),
   BODY_READ_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   INGEST_MAX_BACKLOG: z.coerce.number().int().min(1).default(1_000_000),
+  INGEST_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(128),
+  INGEST_BACKLOGGED_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(8),
+  INGEST_SOFT_BACKLOG_RATIO: z.coerce.number().gt(0).max(1).default(0.02),
 });
 
 /** Validated service configuration. */
@@ -78,6 +81,12 @@ export interface Config {
   bodyReadTimeoutMs: number;
   /** Queued events past which async ingest answers 503 `queue_full`. */
   ingestMaxBacklog: number;
+  /** Async ingest requests one process works on at once (503 `queue_full` past it). */
+  ingestMaxInFlight: number;
+  /** The same bound while the backlog is over `ingestSoftBacklog`. */
+  ingestBackloggedInFlight: number;
+  /** Queued events past which `ingestBackloggedInFlight` applies. */
+  ingestSoftBacklog: number;
 }
 
 /** Builds the config from an environment map; throws a readable error naming bad variables. */
@@ -122,5 +131,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     insightsMaxStalenessSeconds: e.INSIGHTS_MAX_STALENESS_SECONDS,
     bodyReadTimeoutMs: e.BODY_READ_TIMEOUT_MS,
     ingestMaxBacklog: e.INGEST_MAX_BACKLOG,
+    ingestMaxInFlight: e.INGEST_MAX_IN_FLIGHT,
+    ingestBackloggedInFlight: e.INGEST_BACKLOGGED_IN_FLIGHT,
+    ingestSoftBacklog: Math.max(1, Math.floor(e.INGEST_MAX_BACKLOG * e.INGEST_SOFT_BACKLOG_RATIO)),
   };
 }

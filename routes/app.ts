@@ -22,6 +22,8 @@ import { webhookRoutes } from "./webhooks.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { apiKeyAuth, sessionTokenAuth } from "../lib/http/auth.ts";
 import { bodyLimit } from "../lib/http/body_limit.ts";
+import { ingestAdmission } from "../lib/http/ingest_admission.ts";
+import { estimateBacklog } from "../lib/ingest/queue.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { onError, onNotFound } from "../lib/http/errors.ts";
 import { createBrandCache } from "../lib/tenancy/brands.ts";
@@ -69,6 +71,15 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     maxAge: 600,
   }));
   app.use(routeGuard(app));
+  // Before authentication and metering: refusing past the bound must cost less than admitting.
+  const admission = ingestAdmission({
+    maxInFlight: deps.config.ingestMaxInFlight,
+    backloggedInFlight: deps.config.ingestBackloggedInFlight,
+    softBacklog: deps.config.ingestSoftBacklog,
+    backlog: () => estimateBacklog(deps.queueKv ?? deps.kv),
+  });
+  app.use("/cdp/events", admission.middleware);
+  app.use("/cdp/ingest", admission.middleware);
   // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
   app.use(
     except(
