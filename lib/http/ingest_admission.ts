@@ -56,9 +56,9 @@ export function ingestAdmission(options: IngestAdmissionOptions): IngestAdmissio
       throw new HttpError(
         503,
         "queue_full",
-        `the service is working on ${inFlight} ingest requests, its bound while the ingest ` +
-          `queue is ${backlogged ? "backlogged" : "flowing"}; no events were accepted, retry ` +
-          `the batch after ${ADMISSION_RETRY_AFTER_SECONDS}s`,
+        `the service is working on ${inFlight} ingest requests, at or over its bound of ` +
+          `${bound()} while the ingest queue is ${backlogged ? "backlogged" : "flowing"}; no ` +
+          `events were accepted, retry the batch after ${ADMISSION_RETRY_AFTER_SECONDS}s`,
         { headers: { "Retry-After": String(ADMISSION_RETRY_AFTER_SECONDS) } },
       );
     }
