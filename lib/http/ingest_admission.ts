@@ -51,7 +51,12 @@ export function ingestAdmission(options: IngestAdmissionOptions): IngestAdmissio
   const bound = () => backlogged ? options.backloggedInFlight : options.maxInFlight;
   const middleware: MiddlewareHandler = async (c, next) => {
     if (c.req.method !== "POST" || c.req.query("sync") === "true") return await next();
-    backlogged = (await options.backlog()) > options.softBacklog;
+    try {
+      backlogged = (await options.backlog()) > options.softBacklog;
+    } catch {
+      // An unreadable queue keeps the last figure: the enqueue then answers 503
+      // `service_unavailable`, which is the contract's answer for it.
+    }
     if (inFlight >= bound()) {
       throw new HttpError(
         503,

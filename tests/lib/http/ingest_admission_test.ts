@@ -70,6 +70,14 @@ Deno.test("ingestAdmission: finished requests free their places; sync requests a
   assert.deepEqual(again.map((r) => r.status), [202, 202]);
 });
 
+Deno.test("ingestAdmission: an unreadable backlog lets the request through to the queue's own answer", async () => {
+  const { app, release, entered } = heldApp(() => Promise.reject(new Error("queue closed")));
+  release();
+  const responses = await Promise.all(await offer(app, 3));
+  assert.deepEqual(responses.map((r) => r.status), [202, 202, 202]);
+  assert.equal(entered(), 3);
+});
+
 Deno.test("estimateBacklog: counts what was enqueued and not yet retired", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
