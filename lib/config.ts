@@ -43,6 +43,9 @@ const envSchema = z.object({
     .regex(/^[\x21-\x7e]+$/, "printable ASCII without spaces").optional(),
   ADMIN_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
   ADMIN_URL: z.string().url().regex(/^https?:\/\//, "an http(s) URL").optional(),
+  INGEST_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(128),
+  INGEST_BACKLOGGED_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(8),
+  INGEST_SOFT_BACKLOG_RATIO: z.coerce.number().gt(0).max(1).default(0.02),
 });
 
 /** Validated service configuration. */
@@ -98,6 +101,12 @@ export interface Config {
   adminRateLimitPerMinute: number;
   /** The CLI runs its commands on the service at this URL (with `adminToken`) instead. */
   adminUrl: string | undefined;
+  /** Async ingest requests one process works on at once (503 `queue_full` past it). */
+  ingestMaxInFlight: number;
+  /** The same bound while the backlog is over `ingestSoftBacklog`. */
+  ingestBackloggedInFlight: number;
+  /** Queued events past which `ingestBackloggedInFlight` applies. */
+  ingestSoftBacklog: number;
 }
 
 /** An environment that does not validate, with the variables at fault. */
@@ -168,5 +177,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     adminToken: e.ADMIN_TOKEN,
     adminRateLimitPerMinute: e.ADMIN_RATE_LIMIT_PER_MINUTE,
     adminUrl: e.ADMIN_URL?.replace(/\/+$/, ""),
+    ingestMaxInFlight: e.INGEST_MAX_IN_FLIGHT,
+    ingestBackloggedInFlight: e.INGEST_BACKLOGGED_IN_FLIGHT,
+    ingestSoftBacklog: Math.max(1, Math.floor(e.INGEST_MAX_BACKLOG * e.INGEST_SOFT_BACKLOG_RATIO)),
   };
 }

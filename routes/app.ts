@@ -25,6 +25,8 @@ import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { accessLog } from "../lib/http/access_log.ts";
 import { apiKeyAuth, sessionTokenAuth } from "../lib/http/auth.ts";
 import { bodyLimit } from "../lib/http/body_limit.ts";
+import { ingestAdmission } from "../lib/http/ingest_admission.ts";
+import { estimateBacklog } from "../lib/ingest/queue.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { onError, onNotFound } from "../lib/http/errors.ts";
 import { createBrandCache } from "../lib/tenancy/brands.ts";
@@ -77,6 +79,15 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     maxAge: 600,
   }));
   app.use(routeGuard(app));
+  // Before authentication and metering: refusing past the bound must cost less than admitting.
+  const admission = ingestAdmission({
+    maxInFlight: deps.config.ingestMaxInFlight,
+    backloggedInFlight: deps.config.ingestBackloggedInFlight,
+    softBacklog: deps.config.ingestSoftBacklog,
+    backlog: () => estimateBacklog(deps.queueKv ?? deps.kv),
+  });
+  app.use("/cdp/events", admission.middleware);
+  app.use("/cdp/ingest", admission.middleware);
   // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
   app.use(
     except(

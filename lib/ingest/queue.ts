@@ -317,12 +317,7 @@ export async function admitToBacklog(
   events: number,
   maxBacklog: number,
 ): Promise<BacklogTicket | null> {
-  let gate = _gates.get(kv);
-  if (!gate) {
-    gate = { backlog: 0, readAt: -Infinity, added: 0, inFlight: 0, reading: null, sweptAt: 0 };
-    _gates.set(kv, gate);
-  }
-  if (performance.now() - gate.readAt >= BACKLOG_CACHE_MS) await _refresh(kv, gate);
+  const gate = await _freshGate(kv);
   if (gate.backlog + gate.added >= maxBacklog) return null;
   const admitted = gate;
   admitted.added += events;
@@ -333,6 +328,25 @@ export async function admitToBacklog(
       if (!committed) admitted.added = Math.max(0, admitted.added - events);
     },
   };
+}
+
+/**
+ * The backlog as this process sees it: the figure {@linkcode admitToBacklog} decides on (read at
+ * most every {@linkcode BACKLOG_CACHE_MS}, plus what the process admitted since).
+ */
+export async function estimateBacklog(kv: Deno.Kv): Promise<number> {
+  const gate = await _freshGate(kv);
+  return gate.backlog + gate.added;
+}
+
+async function _freshGate(kv: Deno.Kv): Promise<_Gate> {
+  let gate = _gates.get(kv);
+  if (!gate) {
+    gate = { backlog: 0, readAt: -Infinity, added: 0, inFlight: 0, reading: null, sweptAt: 0 };
+    _gates.set(kv, gate);
+  }
+  if (performance.now() - gate.readAt >= BACKLOG_CACHE_MS) await _refresh(kv, gate);
+  return gate;
 }
 
 function _refresh(kv: Deno.Kv, gate: _Gate): Promise<void> {

@@ -164,3 +164,25 @@ Deno.test("config: BODY_READ_TIMEOUT_MS and INGEST_MAX_BACKLOG have defaults and
   assertInvalid({ INGEST_MAX_BACKLOG: "0" }, "INGEST_MAX_BACKLOG");
   assertInvalid({ INGEST_MAX_BACKLOG: "1.5" }, "INGEST_MAX_BACKLOG");
 });
+
+Deno.test("config: the ingest admission bounds have defaults and are checked", () => {
+  const defaults = loadConfig({});
+  assert.equal(defaults.ingestMaxInFlight, 128);
+  assert.equal(defaults.ingestBackloggedInFlight, 8);
+  assert.equal(defaults.ingestSoftBacklog, 20_000);
+  const set = loadConfig({
+    INGEST_MAX_BACKLOG: "1000",
+    INGEST_MAX_IN_FLIGHT: "64",
+    INGEST_BACKLOGGED_IN_FLIGHT: "4",
+    INGEST_SOFT_BACKLOG_RATIO: "0.25",
+  });
+  assert.equal(set.ingestMaxInFlight, 64);
+  assert.equal(set.ingestBackloggedInFlight, 4);
+  assert.equal(set.ingestSoftBacklog, 250);
+  // The soft threshold never rounds down to nothing.
+  assert.equal(loadConfig({ INGEST_MAX_BACKLOG: "10" }).ingestSoftBacklog, 1);
+  assertInvalid({ INGEST_MAX_IN_FLIGHT: "0" }, "INGEST_MAX_IN_FLIGHT");
+  assertInvalid({ INGEST_BACKLOGGED_IN_FLIGHT: "many" }, "INGEST_BACKLOGGED_IN_FLIGHT");
+  assertInvalid({ INGEST_SOFT_BACKLOG_RATIO: "0" }, "INGEST_SOFT_BACKLOG_RATIO");
+  assertInvalid({ INGEST_SOFT_BACKLOG_RATIO: "1.5" }, "INGEST_SOFT_BACKLOG_RATIO");
+});

@@ -261,8 +261,9 @@ const _JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 /**
  * `equals` with a text value on a jsonb property, the commonest segment test, in one read of the
  * path: a scalar matches when its text is the value (which, not starting with `[` or `{`, can be
- * no array's or object's text); an array is first screened by containment on the whole document
- * (no copy of the property), then checked exactly. Same answers as the general form.
+ * no array's or object's text); an array, its text starting with `[`, is screened by containment
+ * on the whole document (no copy of the property), then checked exactly. Same answers as the
+ * general form.
  */
 function _textEquals(
   sql: Sql,
@@ -282,8 +283,12 @@ function _textEquals(
     return sql`${root} @> ${_once(sql, sql`${document}::text::jsonb`)}`;
   });
   const property = propertyExpression(sql, source);
+  // Only an array's text starts with `[` (a string that does fails the exact check after it):
+  // the text read again is cheaper than the containment test on the whole document, which most
+  // rows, holding another scalar, then skip.
   return sql`(case ${root} #>> ${source.path}::text[] when ${value}::text then true
-    else coalesce((${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)})
+    else coalesce(${root} #>> ${source.path}::text[] like '[%'
+      and (${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)})
       and jsonb_typeof(${property}) = 'array' and ${value}::text = any(cdp_texts(${property})),
       false) end)`;
 }
