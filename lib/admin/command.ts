@@ -91,6 +91,14 @@ export function brandIdArg(value: string, flag = "brand"): string {
   return value;
 }
 
+/** The arguments of a command that reads one FILE for one brand: `--brand ID FILE`. */
+export function brandAndFile(args: string[]): { brandId: string; file: string } {
+  const { values, positionals } = parseFlags(args, { brand: { type: "string" } }, true);
+  const brandId = brandIdArg(requiredFlag(values, "brand"));
+  if (positionals.length !== 1) throw new UsageError("give one FILE (or - for stdin)");
+  return { brandId, file: positionals[0]! };
+}
+
 /** Checks the shape of an API key id (`key_` and 26 characters); a usage error otherwise. */
 export function keyIdArg(value: string, flag = "id"): string {
   if (!_KEY_ID.test(value)) {

@@ -7,15 +7,7 @@ import { monotonicFactory } from "ulid";
 import { importNdjson } from "../commerce/import.ts";
 import { orderImport } from "../commerce/orders.ts";
 import { subscriptionImport } from "../commerce/subscriptions.ts";
-import {
-  brandIdArg,
-  type Commands,
-  defineCommand,
-  parseFlags,
-  requireBrand,
-  requiredFlag,
-  UsageError,
-} from "./command.ts";
+import { brandAndFile, type Commands, defineCommand, requireBrand } from "./command.ts";
 
 /** `orders import`, `subscriptions import`. */
 export const importCommands: Commands = {
@@ -28,12 +20,7 @@ function _importCommand(kind: "orders" | "subscriptions") {
     usage: "--brand ID FILE          (NDJSON; - reads stdin)",
     summary: `Imports a brand's ${kind} from NDJSON (docs/commerce.md); a line already ` +
       "imported is updated, a bad line is reported and skipped.",
-    parse(args) {
-      const { values, positionals } = parseFlags(args, { brand: { type: "string" } }, true);
-      const brandId = brandIdArg(requiredFlag(values, "brand"));
-      if (positionals.length !== 1) throw new UsageError("give one FILE (or - for stdin)");
-      return { brandId, file: positionals[0]! };
-    },
+    parse: brandAndFile,
     input: (parsed) => parsed.file,
     async run(stores, input, _config, io) {
       await requireBrand(stores, input.brandId);

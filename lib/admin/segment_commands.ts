@@ -6,14 +6,7 @@
  */
 import { importUnomiSegments } from "../engine/segment_import.ts";
 import { findBrandContext } from "../tenancy/brands.ts";
-import {
-  brandIdArg,
-  type Commands,
-  defineCommand,
-  parseFlags,
-  requiredFlag,
-  UsageError,
-} from "./command.ts";
+import { brandAndFile, type Commands, defineCommand } from "./command.ts";
 
 /** `segments import`. */
 export const segmentCommands: Commands = {
@@ -21,12 +14,7 @@ export const segmentCommands: Commands = {
     usage: "--brand ID FILE        (Unomi segment JSON: one object or an array; - reads stdin)",
     summary: "Creates or updates a brand's segments from Apache Unomi segment definitions " +
       "(docs/conditions.md); the file's scope is replaced by the brand's.",
-    parse(args) {
-      const { values, positionals } = parseFlags(args, { brand: { type: "string" } }, true);
-      const brandId = brandIdArg(requiredFlag(values, "brand"));
-      if (positionals.length !== 1) throw new UsageError("give one FILE (or - for stdin)");
-      return { brandId, file: positionals[0]! };
-    },
+    parse: brandAndFile,
     input: (parsed) => parsed.file,
     async run(stores, input, _config, io) {
       const brand = await findBrandContext(stores.sql, input.brandId);

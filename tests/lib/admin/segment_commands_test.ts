@@ -1,37 +1,10 @@
 /** `segments import`, run as a subprocess exactly as `deno task admin` runs it. */
 import assert from "node:assert/strict";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
+import { json as cliJson, runCli } from "./cli_support.ts";
 
-const ROOT = new URL("../../../", import.meta.url).pathname;
-
-async function runCli(args: string[], env: Record<string, string>, stdin?: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", `${ROOT}admin.ts`, ...args],
-    env,
-    cwd: ROOT,
-    stdin: stdin === undefined ? "null" : "piped",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  if (stdin !== undefined) {
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(stdin));
-    await writer.close();
-  }
-  const output = await child.output();
-  return {
-    code: output.code,
-    stdout: new TextDecoder().decode(output.stdout),
-    stderr: new TextDecoder().decode(output.stderr),
-  };
-}
-
-function json(result: { code: number; stdout: string; stderr: string }) {
-  assert.equal(result.code, 0, result.stderr);
-  const lines = result.stdout.trim().split("\n");
-  assert.equal(lines.length, 1, result.stdout);
-  return JSON.parse(lines[0]!);
-}
+// deno-lint-ignore no-explicit-any
+const json = (result: Parameters<typeof cliJson>[0]): any => cliJson(result);
 
 /** Unomi 2.7's manual (datamodel.adoc:687-716): the leads segment as POSTed to /cxs/segments. */
 const LEADS = {
