@@ -5,13 +5,12 @@
  * @module
  */
 import { createApp } from "./routes/app.ts";
-import { loadConfig } from "./lib/config.ts";
 import { log, setLogLevel } from "./lib/log.ts";
 import { createEmbeddedEngine } from "./lib/engine/embedded.ts";
 import { ulidSource } from "./lib/ids.ts";
 import { startStatisticsRefresh } from "./lib/store/statistics.ts";
 import { openStores } from "./lib/store/stores.ts";
-import { failStart } from "./lib/start_failure.ts";
+import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
 import { startForwarder } from "./lib/ingest/forwarder.ts";
 import { createOutbox, type Outbox } from "./lib/ingest/outbox.ts";
 import { shopSyncDeps } from "./lib/shopify/shop_sync.ts";
@@ -25,13 +24,7 @@ if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => outbox?.drained());
 }
 
-const config = (() => {
-  try {
-    return loadConfig(Deno.env.toObject());
-  } catch (err) {
-    return failStart(err);
-  }
-})();
+const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);
 const stores = await openStores(config, { serve: true }).catch(failStart);
 if (config.ingestQueue === "outbox") {

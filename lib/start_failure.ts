@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { log } from "./log.ts";
 import { StoreOpenError } from "./store/stores.ts";
 
@@ -22,4 +22,13 @@ export function startFailureFields(err: unknown): Record<string, unknown> {
 export function failStart(err: unknown): never {
   log("error", "start-up failed", startFailureFields(err));
   Deno.exit(1);
+}
+
+/** The config from `env`, or the start-up failure line and exit status 1. */
+export function loadConfigOrFail(env: Record<string, string | undefined>): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    return failStart(err);
+  }
 }

@@ -3,13 +3,12 @@
  *
  * @module
  */
-import { loadConfig } from "../lib/config.ts";
 import { log, setLogLevel } from "../lib/log.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { ulidSource } from "../lib/ids.ts";
 import { startForwarder } from "../lib/ingest/forwarder.ts";
 import { createOutbox } from "../lib/ingest/outbox.ts";
-import { failStart } from "../lib/start_failure.ts";
+import { failStart, loadConfigOrFail } from "../lib/start_failure.ts";
 import { shopSyncDeps } from "../lib/shopify/shop_sync.ts";
 import { createShopSyncJob } from "../lib/shopify/shop_sync_job.ts";
 import { openStores } from "../lib/store/stores.ts";
@@ -17,13 +16,7 @@ import { openStores } from "../lib/store/stores.ts";
 // A delivery waiting for the database must not hold the process: it ends within this.
 const _SHUTDOWN_MS = 10_000;
 
-const config = (() => {
-  try {
-    return loadConfig(Deno.env.toObject());
-  } catch (err) {
-    return failStart(err);
-  }
-})();
+const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);
 // Serving: when the worker starts first it owns the embedded database and the service connects
 // to it, so the engine's work stays off the service's event loop.
