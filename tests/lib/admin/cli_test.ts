@@ -9,7 +9,7 @@ import { MIGRATIONS } from "../../../lib/store/migrations.ts";
 import { authenticateApiKey } from "../../../lib/tenancy/api_keys.ts";
 import { COMMANDS } from "../../../lib/admin/cli.ts";
 import { DATABASE_URL } from "../../test_support.ts";
-import { json, ROOT, runCli, withStores } from "./cli_support.ts";
+import { json, ROOT, runCli, withService, withStores } from "./cli_support.ts";
 
 // A well-formed brand id no brand has.
 const MISSING = "01M86TDT9CSKW28VQJZ3VT7SDR";
@@ -107,23 +107,7 @@ Deno.test("cli: failures go to stderr with a non-zero exit and nothing on stdout
 
 Deno.test("cli: works in a second terminal while the service runs on the same stores", async () => {
   await withStores(async (env) => {
-    const service = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--unstable-kv", `${ROOT}main.ts`],
-      env: { ...env, PORT: "0" },
-      cwd: ROOT,
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    const reader = service.stdout.pipeThrough(new TextDecoderStream()).getReader();
-    try {
-      let seen = "";
-      while (!seen.includes("\n")) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`service exited: ${seen}`);
-        seen += value;
-      }
-      const url = JSON.parse(seen.split("\n")[0]!).url as string;
-
+    await withService(env, async (url) => {
       const brand = json(
         await runCli(["brand", "create", "--name", "Live", "--shop", "live.myshopify.com"], env),
       );
@@ -133,11 +117,7 @@ Deno.test("cli: works in a second terminal while the service runs on the same st
       });
       assert.equal(res.status, 200);
       assert.equal((await res.json()).scope, "live.myshopify.com");
-    } finally {
-      service.kill("SIGTERM");
-      assert.equal((await service.status).code, 0);
-      await reader.cancel();
-    }
+    });
     // With the service gone the CLI owns the stores itself, and finds what it wrote before.
     const after = await runCli([
       "brand",
