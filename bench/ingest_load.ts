@@ -72,6 +72,8 @@ const SUSTAINED_RATE = intEnv("BENCH_SUSTAINED_RATE", 400);
 const SUSTAINED_SECONDS = intEnv("BENCH_SUSTAINED_SECONDS", 60);
 /** The stores the sustained phase runs on (PostgreSQL, PGlite). */
 const SUSTAINED_STORES = (Deno.env.get("BENCH_SUSTAINED_STORES") ?? "PostgreSQL").split(",");
+/** Extra `deno run` flags of the sustained phase's service (e.g. `--cpu-prof`), space-separated. */
+const SERVICE_FLAGS = (Deno.env.get("BENCH_SERVICE_FLAGS") ?? "").split(" ").filter((f) => f);
 const DRAIN_LIMIT_MS = 60_000;
 /** Requests the open-loop client keeps in flight at most; past it, offered requests are skipped. */
 const SUSTAINED_MAX_IN_FLIGHT = 4_096;
@@ -743,7 +745,11 @@ async function benchSustained(
   };
   progress(`${name}: provisioning a brand and a key with the operator CLI`);
   const { key } = await provision(env);
-  const server = await spawnServer(name, ["run", "-A", "--unstable-kv", "main.ts"], env);
+  const server = await spawnServer(
+    name,
+    ["run", "-A", "--unstable-kv", ...SERVICE_FLAGS, "main.ts"],
+    env,
+  );
   const kv = await Deno.openKv(env.KV_PATH);
   let reader: { sql: Sql; close(): Promise<void> } | undefined;
   try {

@@ -104,7 +104,7 @@ export async function enqueueBatch(kv: Deno.Kv, input: EnqueueInput): Promise<vo
   const waitingIn = packer;
   return await new Promise<void>((resolve, reject) => {
     waitingIn.waiting.push({ input, resolve, reject });
-    if (!waitingIn.draining) void _drainPacks(input.commit!, waitingIn);
+    if (!waitingIn.draining) void _drainPacks(kv, input.commit!, waitingIn);
   });
 }
 
@@ -125,9 +125,22 @@ const _packers = new WeakMap<GroupCommit, _Packer>();
 const _PACK_REQUESTS = 64;
 const _PACK_BYTES = 384 * 1024;
 
-async function _drainPacks(commit: GroupCommit, packer: _Packer): Promise<void> {
+/**
+ * How long a pack waits for more requests while the queue is backlogged, and the backlog (queued
+ * events, as this process sees it) from which it does.
+ */
+const _PACK_LINGER_MS = 5;
+const _LINGER_BACKLOG = 2_000;
+
+async function _drainPacks(kv: Deno.Kv, commit: GroupCommit, packer: _Packer): Promise<void> {
   packer.draining = true;
   while (packer.waiting.length > 0) {
+    // A file-backed KV store delivers a bounded number of messages a second whatever their
+    // size: while messages wait for delivery, fuller ones drain the queue faster than a commit
+    // made at once would. An idle queue commits a lone request at once.
+    if (packer.waiting.length < _PACK_REQUESTS && _queuedEvents(kv) >= _LINGER_BACKLOG) {
+      await new Promise((resolve) => setTimeout(resolve, _PACK_LINGER_MS));
+    }
     let count = 0;
     let bytes = 0;
     while (count < packer.waiting.length && count < _PACK_REQUESTS) {
@@ -328,6 +341,12 @@ export async function admitToBacklog(
       if (!committed) admitted.added = Math.max(0, admitted.added - events);
     },
   };
+}
+
+// The backlog as last read by this process, plus its admissions since; 0 before the first read.
+function _queuedEvents(kv: Deno.Kv): number {
+  const gate = _gates.get(kv);
+  return gate ? gate.backlog + gate.added : 0;
 }
 
 /**

@@ -37,23 +37,27 @@ async function offer(app: Hono, n: number, query = "") {
   return responses;
 }
 
-Deno.test("ingestAdmission: a backlog over the soft threshold admits fewer requests at once", async () => {
+Deno.test("ingestAdmission: a backlog over the soft threshold works on fewer requests at once; the rest wait", async () => {
   const cases: [number, number][] = [[0, 6], [100, 6], [101, 2], [5_000, 2]];
   for (const [backlog, bound] of cases) {
     const { app, admission, release, entered } = heldApp(() => Promise.resolve(backlog));
     const pending = await offer(app, 10);
     assert.equal(entered(), bound, `backlog ${backlog}`);
     assert.equal(admission.inFlight, bound);
+    assert.equal(admission.waiting, 6 - bound);
     assert.equal(admission.bound, bound);
     release();
     const responses = await Promise.all(pending);
     const refused = responses.filter((r) => r.status === 503);
-    assert.equal(responses.filter((r) => r.status === 202).length, bound);
-    assert.equal(refused.length, 10 - bound);
+    // Held requests (in progress or waiting) are served; only those past maxInFlight are refused.
+    assert.equal(responses.filter((r) => r.status === 202).length, 6);
+    assert.equal(refused.length, 4);
     const body = await refused[0]!.json();
     assert.equal(body.error, "queue_full");
     assert.equal(refused[0]!.headers.get("Retry-After"), "1");
+    assert.equal(entered(), 6);
     assert.equal(admission.inFlight, 0);
+    assert.equal(admission.waiting, 0);
   }
 });
 
@@ -63,11 +67,29 @@ Deno.test("ingestAdmission: finished requests free their places; sync requests a
   const first = await offer(app, 3);
   assert.equal(entered(), 4 + 2);
   assert.equal(admission.inFlight, 2);
+  assert.equal(admission.waiting, 1);
   release();
   const statuses = (await Promise.all([...sync, ...first])).map((r) => r.status);
-  assert.deepEqual(statuses, [202, 202, 202, 202, 202, 202, 503]);
+  assert.deepEqual(statuses, [202, 202, 202, 202, 202, 202, 202]);
+  assert.equal(entered(), 4 + 3);
   const again = await Promise.all(await offer(app, 2));
   assert.deepEqual(again.map((r) => r.status), [202, 202]);
+});
+
+Deno.test("ingestAdmission: waiting requests start, oldest first, once the backlog is back under the threshold", async () => {
+  let backlog = 500;
+  const { app, admission, release, entered } = heldApp(() => Promise.resolve(backlog));
+  const first = await offer(app, 4);
+  assert.equal(entered(), 2);
+  assert.equal(admission.waiting, 2);
+  backlog = 0;
+  const next = await offer(app, 1);
+  assert.equal(entered(), 5);
+  assert.equal(admission.waiting, 0);
+  assert.equal(admission.bound, 6);
+  release();
+  const statuses = (await Promise.all([...first, ...next])).map((r) => r.status);
+  assert.deepEqual(statuses, [202, 202, 202, 202, 202]);
 });
 
 Deno.test("ingestAdmission: an unreadable backlog lets the request through to the queue's own answer", async () => {
