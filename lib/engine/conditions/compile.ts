@@ -13,6 +13,7 @@ import {
   propertyExpression,
   type PropertySource,
   resolveProperty,
+  singleKey,
 } from "./properties.ts";
 import { invalidCondition, validateCondition } from "./validation.ts";
 import {
@@ -299,19 +300,14 @@ function _textEquals(
       and (${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)}) ${exact}, false) end)`;
 }
 
-/**
- * A jsonb property's text: `->>` for one key that cannot be read as an array index (a lookup
- * without the path array `#>>` unpacks on every row), else `#>>`. Both are NULL on a root that
- * is no object.
- */
+/** A jsonb property's text: `->>` for a single key (see singleKey), else `#>>`. */
 function _propertyText(
   sql: Sql,
   source: Extract<PropertySource, { kind: "json" }>,
 ): SqlFragment {
   const root = jsonRootSql(sql, source.root);
-  const [key] = source.path;
-  return source.path.length === 1 && /^[A-Za-z_]/.test(key!)
-    ? sql`(${root} ->> ${key!}::text)`
+  return singleKey(source.path)
+    ? sql`(${root} ->> ${source.path[0]!}::text)`
     : sql`(${root} #>> ${source.path}::text[])`;
 }
 
