@@ -258,12 +258,17 @@ export async function openExport(
   try {
     conn = await sql.reserve();
     await conn`begin read only`;
-    await conn`select set_config('statement_timeout', ${String(page.timeoutMs)}, true)`;
     // Pages walk the primary key (scope, item_id) from the cursor's position, so each page reads
     // only its own stretch of it and the last page starts as fast as the first. A planner that
     // misjudges a condition's selectivity would rather scan every remaining profile and sort
-    // them, once per page: sorting is ruled out for this transaction.
-    await conn`select set_config('enable_sort', 'off', true)`;
+    // them, once per page: sorting is ruled out for this transaction. The page's plan is costed
+    // as a scan of the whole brand, past JIT's thresholds, where compiling the line and the
+    // condition took longer than reading a page's rows. And the page, kept twice (the CTE, then
+    // the held cursor's copy), stays in memory rather than spilling to temporary files.
+    await conn`
+      select set_config('statement_timeout', ${String(page.timeoutMs)}, true),
+             set_config('enable_sort', 'off', true), set_config('jit', 'off', true),
+             set_config('work_mem', '32MB', true)`;
     // A held cursor is computed when its transaction commits, and statement_timeout does not
     // apply to a COMMIT. So the page is computed by the MOVE below, a statement it bounds, into
     // a materialized CTE (planned for all its rows); at commit the cursor rewinds that CTE's
