@@ -42,7 +42,11 @@
  * database for diagnosis instead of dropping it; its name is printed), BENCH_PROFILES (100000:
  * brand A's profiles; brand B has half), BENCH_EVENTS (10 per profile), BENCH_GROUPS
  * (`count,metrics,aggregate,list,export,walk`: what to measure, e.g. `count,walk` for a quick run
- * at a million profiles), BENCH_RUN_MINUTES (14: the run's time bound).
+ * at a million profiles), BENCH_RUN_MINUTES (14: the run's time bound), BENCH_REUSE_DATABASE (a
+ * name starting with `bench_engine_`: the PostgreSQL pass uses that database and never drops it;
+ * the first run creates and generates it, later runs with the same BENCH_PROFILES and
+ * BENCH_EVENTS reuse its data and the clock it was generated with, and print the generation time
+ * as 0; other sizes regenerate it. Drop it with `dropdb --force <name>` when done).
  */
 import v8 from "node:v8";
 import vm from "node:vm";
@@ -57,9 +61,9 @@ import { type Condition, injectScopePredicate } from "../lib/engine/conditions.t
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { listProfileEvents, listProfiles, profileIds } from "../lib/engine/profiles.ts";
 import { aggregate, countItems, metrics } from "../lib/engine/queries.ts";
+import { exportLine } from "../lib/engine/export_lines.ts";
 import {
   createSegment,
-  exportLine,
   getSegment,
   openExport,
   segmentId,
@@ -79,6 +83,7 @@ const RUN_PGLITE = Deno.env.get("BENCH_PGLITE") !== "0";
 const RUN_POSTGRES = Deno.env.get("BENCH_POSTGRES") !== "0";
 const EXPLAIN_FILE = Deno.env.get("BENCH_EXPLAIN") || null;
 const KEEP_DATABASE = Deno.env.get("BENCH_KEEP_DATABASE") === "1";
+const REUSE_DATABASE = Deno.env.get("BENCH_REUSE_DATABASE") || null;
 const SCOPE_A = "a-bench.myshopify.com";
 const SCOPE_B = "b-bench.myshopify.com";
 /** Events of the one heavy profile (k = 50 of brand A, a server profile without aliases). */
@@ -99,8 +104,11 @@ const RUN = startBenchRun("engine_load", RUN_LIMIT_MS);
 const { progress, onCleanup, tempDir } = RUN;
 const runLeftMs = RUN.leftMs;
 const cleanupAll = () => RUN.cleanupAll(30_000);
-/** The clock of the whole run: data is generated relative to it and every query reads it. */
-const NOW = new Date();
+/**
+ * The clock of the whole run: data is generated relative to it and every query reads it. A reused
+ * database brings back the clock it was generated with.
+ */
+let NOW = new Date();
 const DAY_MS = 86_400_000;
 
 // Targets (reported, never asserted).
@@ -317,6 +325,32 @@ async function generate(sql: Sql, scale: Scale, mode: "postgres" | "pglite"): Pr
     conn.release();
   }
   return performance.now() - started;
+}
+
+/**
+ * BENCH_REUSE_DATABASE: true when the database holds data of this scale (its clock becomes the
+ * run's, and what earlier runs wrote beside the data is removed); false when it must be generated.
+ */
+async function reuseData(sql: Sql, scale: Scale): Promise<boolean> {
+  const [meta] = await sql<{ profiles: number; events: number; now: Date }[]>`
+    select profiles, events, now from bench_engine_meta`.catch(() => []);
+  await sql`delete from segments`;
+  await sql`delete from brands`;
+  if (!meta || meta.profiles !== scale.profilesA || meta.events !== scale.eventsA) {
+    await sql`drop table if exists bench_engine_meta`;
+    await sql`truncate profiles, profile_aliases, events, sessions`;
+    return false;
+  }
+  NOW = meta.now;
+  progress(`  reusing the data generated for now = ${NOW.toISOString()}`);
+  return true;
+}
+
+/** Records the scale and clock of freshly generated data, for BENCH_REUSE_DATABASE. */
+async function rememberData(sql: Sql, scale: Scale): Promise<void> {
+  await sql`drop table if exists bench_engine_meta`;
+  await sql`create table bench_engine_meta (profiles int, events int, now timestamptz)`;
+  await sql`insert into bench_engine_meta values (${scale.profilesA}, ${scale.eventsA}, ${NOW})`;
 }
 
 // --- measurement ----------------------------------------------------------------------------
@@ -689,9 +723,14 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
   const mode = store === "PostgreSQL" ? "postgres" : "pglite";
   progress(`${store} (${scale.label}): migrating`);
   await migrate(sql);
-  progress(`${store}: generating data`);
-  const generationMs = await generate(sql, scale, mode);
-  progress(`${store}: generated in ${(generationMs / 1000).toFixed(1)} s`);
+  const reused = mode === "postgres" && REUSE_DATABASE !== null && await reuseData(sql, scale);
+  let generationMs = 0;
+  if (!reused) {
+    progress(`${store}: generating data`);
+    generationMs = await generate(sql, scale, mode);
+    progress(`${store}: generated in ${(generationMs / 1000).toFixed(1)} s`);
+    if (mode === "postgres" && REUSE_DATABASE !== null) await rememberData(sql, scale);
+  }
   const invalid: string[] = [];
   const scope = SCOPE_A;
   const since = (days: number) => new Date(NOW.getTime() - days * DAY_MS).toISOString();
@@ -1588,9 +1627,16 @@ async function postgresPass(): Promise<PassResult | null> {
     select version() as version, current_setting('jit') as jit,
            current_setting('max_parallel_workers_per_gather') as workers`;
   progress(`${info!.version}; jit=${info!.jit}; parallel workers/gather=${info!.workers}`);
-  const name = `bench_engine_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  await admin`create database ${admin(name)}`;
-  if (KEEP_DATABASE) {
+  const name = REUSE_DATABASE ??
+    `bench_engine_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  if (!/^bench_engine_[a-z0-9_]+$/.test(name)) {
+    throw new Error("BENCH_REUSE_DATABASE must match bench_engine_[a-z0-9_]+");
+  }
+  const [exists] = await admin`select 1 from pg_database where datname = ${name}`;
+  if (!exists) await admin`create database ${admin(name)}`;
+  if (REUSE_DATABASE) {
+    progress(`BENCH_REUSE_DATABASE: ${name} is kept; drop it with: dropdb --force ${name}`);
+  } else if (KEEP_DATABASE) {
     progress(`BENCH_KEEP_DATABASE=1: ${name} is kept; drop it with: dropdb --force ${name}`);
   } else {
     onCleanup(`drop database ${name}`, async () => {

@@ -7,7 +7,8 @@
 import type { Sql } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
 import { compileCondition, type Condition } from "./conditions.ts";
-import { IDENTITY_FIELDS, identityOf, type ProfileView, profileView } from "./profiles.ts";
+import { exportFieldsSql, exportLine, exportLineSql, type ExportRow } from "./export_lines.ts";
+import { identityOf, type ProfileView, profileView } from "./profiles.ts";
 import { evaluationError } from "./queries.ts";
 
 /** A segment as the API shows it. */
@@ -257,25 +258,38 @@ export async function openExport(
   try {
     conn = await sql.reserve();
     await conn`begin read only`;
-    await conn`select set_config('statement_timeout', ${String(page.timeoutMs)}, true)`;
     // Pages walk the primary key (scope, item_id) from the cursor's position, so each page reads
     // only its own stretch of it and the last page starts as fast as the first. A planner that
     // misjudges a condition's selectivity would rather scan every remaining profile and sort
-    // them, once per page: sorting is ruled out for this transaction.
-    await conn`select set_config('enable_sort', 'off', true)`;
+    // them, once per page: sorting is ruled out for this transaction. The page's plan is costed
+    // as a scan of the whole brand, past JIT's thresholds, where compiling the line and the
+    // condition took longer than reading a page's rows. And the page, kept twice (the CTE, then
+    // the held cursor's copy), stays in memory rather than spilling to temporary files.
+    await conn`
+      select set_config('statement_timeout', ${String(page.timeoutMs)}, true),
+             set_config('enable_sort', 'off', true), set_config('jit', 'off', true),
+             set_config('work_mem', '32MB', true)`;
     // A held cursor is computed when its transaction commits, and statement_timeout does not
     // apply to a COMMIT. So the page is computed by the MOVE below, a statement it bounds, into
     // a materialized CTE (planned for all its rows); at commit the cursor rewinds that CTE's
     // stored rows (a CTE scan is rescanned from its store) and copies them: the condition is
-    // never evaluated again.
+    // never evaluated again. Each row holds its NDJSON line, written by the database; the
+    // columns the line is made of come along only when it could not be (exportLineSql).
     await conn`
       declare ${sql(cursor)} scroll cursor with hold for
       with page as materialized (
-        select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit
-        from profiles p
-        where ${_members(sql, segment, page.now, page.after)}
-        order by p.item_id
-        limit ${page.limit + 1})
+        select item_id, line,
+               case when line is null then provenance end as provenance,
+               case when line is null then properties end as properties,
+               case when line is null then first_visit end as first_visit,
+               case when line is null then last_visit end as last_visit
+        from (
+          select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit,
+                 ${exportLineSql(sql)} as line
+          from profiles p, ${exportFieldsSql(sql)}
+          where ${_members(sql, segment, page.now, page.after)}
+          order by p.item_id
+          limit ${page.limit + 1}) members)
       select * from page`;
     const found = (await conn.unsafe(`move forward all in ${cursor}`)).count;
     const size = Math.min(found, page.limit);
@@ -291,8 +305,8 @@ export async function openExport(
       async pull(controller) {
         try {
           const rows = sent < size
-            ? await conn!.unsafe<_ExportRow[]>(
-              `fetch forward ${_count(Math.min(1000, size - sent))} from ${cursor}`,
+            ? await conn!.unsafe<_PageRow[]>(
+              `fetch forward ${_count(Math.min(_FETCH_ROWS, size - sent))} from ${cursor}`,
             )
             : [];
           if (rows.length === 0) {
@@ -300,9 +314,11 @@ export async function openExport(
             return controller.close();
           }
           sent += rows.length;
-          controller.enqueue(
-            encoder.encode(rows.map((row) => JSON.stringify(exportLine(row)) + "\n").join("")),
-          );
+          let text = "";
+          for (const row of rows) {
+            text += (row.line ?? JSON.stringify(exportLine(row as ExportRow))) + "\n";
+          }
+          controller.enqueue(encoder.encode(text));
         } catch (err) {
           await close().catch(() => {});
           controller.error(err);
@@ -319,30 +335,14 @@ export async function openExport(
   }
 }
 
+/** Rows per FETCH of an export page: what the service holds of a page at once. */
+const _FETCH_ROWS = 1000;
+
+/** A row of an export page: its line, or (line null) the columns exportLine makes it of. */
+type _PageRow = Partial<ExportRow> & { item_id: string; line: string | null };
+
 /** A row count for MOVE or FETCH, which take no parameters: a checked integer of ours. */
 function _count(count: number): number {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`bad fetch count ${count}`);
   return count;
-}
-
-type _ExportRow = {
-  item_id: string;
-  provenance: string;
-  properties: Record<string, unknown>;
-  first_visit: Date | null;
-  last_visit: Date | null;
-};
-
-/** One export line: id, provenance, the identity fields present, and the visit dates. */
-export function exportLine(row: _ExportRow): Record<string, unknown> {
-  const line: Record<string, unknown> = { id: row.item_id, provenance: row.provenance };
-  for (const field of IDENTITY_FIELDS) {
-    const value = row.properties[field];
-    if (value !== undefined && value !== null) line[field] = value;
-  }
-  const properties: Record<string, string> = {};
-  if (row.first_visit) properties.firstVisit = row.first_visit.toISOString();
-  if (row.last_visit) properties.lastVisit = row.last_visit.toISOString();
-  line.properties = properties;
-  return line;
 }

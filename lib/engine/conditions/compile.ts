@@ -13,6 +13,7 @@ import {
   propertyExpression,
   type PropertySource,
   resolveProperty,
+  singleKey,
 } from "./properties.ts";
 import { invalidCondition, validateCondition } from "./validation.ts";
 import {
@@ -261,9 +262,8 @@ const _JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 /**
  * `equals` with a text value on a jsonb property, the commonest segment test, in one read of the
  * path: a scalar matches when its text is the value (which, not starting with `[` or `{`, can be
- * no array's or object's text); an array, its text starting with `[`, is screened by containment
- * on the whole document (no copy of the property), then checked exactly. Same answers as the
- * general form.
+ * no array's or object's text); an array, its text starting with `[`, is tested by containment
+ * on the whole document (no copy of the property). Same answers as the general form.
  */
 function _textEquals(
   sql: Sql,
@@ -272,8 +272,9 @@ function _textEquals(
 ): SqlFragment {
   const root = jsonRootSql(sql, source.root);
   // The JSON scalars whose text is `value`: a string, and a number or boolean spelled alike.
+  const numeric = _JSON_NUMBER.test(value);
   const candidates = [JSON.stringify(value)];
-  if (_JSON_NUMBER.test(value)) candidates.push(value);
+  if (numeric) candidates.push(value);
   if (value === "true" || value === "false") candidates.push(value);
   const screens = candidates.map((candidate) => {
     const document = source.path.reduceRight(
@@ -282,15 +283,32 @@ function _textEquals(
     );
     return sql`${root} @> ${_once(sql, sql`${document}::text::jsonb`)}`;
   });
+  // Containment is exact for a string or a boolean element; a number's text may differ from the
+  // value it equals (5.0 contains 5), so its elements' text is compared. That function call is
+  // left out otherwise: the planner costs it on every row, which turned whole-brand scans into
+  // bitmap scans (and past JIT's threshold) although it runs only on arrays.
   const property = propertyExpression(sql, source);
+  const exact = numeric
+    ? sql`and jsonb_typeof(${property}) = 'array' and ${value}::text = any(cdp_texts(${property}))`
+    : sql``;
+  const text = _propertyText(sql, source);
   // Only an array's text starts with `[` (a string that does fails the exact check after it):
   // the text read again is cheaper than the containment test on the whole document, which most
   // rows, holding another scalar, then skip.
-  return sql`(case ${root} #>> ${source.path}::text[] when ${value}::text then true
-    else coalesce(${root} #>> ${source.path}::text[] like '[%'
-      and (${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)})
-      and jsonb_typeof(${property}) = 'array' and ${value}::text = any(cdp_texts(${property})),
-      false) end)`;
+  return sql`(case ${text} when ${value}::text then true
+    else coalesce(${text} like '[%'
+      and (${screens.reduce((acc, screen) => sql`${acc} or ${screen}`)}) ${exact}, false) end)`;
+}
+
+/** A jsonb property's text: `->>` for a single key (see singleKey), else `#>>`. */
+function _propertyText(
+  sql: Sql,
+  source: Extract<PropertySource, { kind: "json" }>,
+): SqlFragment {
+  const root = jsonRootSql(sql, source.root);
+  return singleKey(source.path)
+    ? sql`(${root} ->> ${source.path[0]!}::text)`
+    : sql`(${root} #>> ${source.path}::text[])`;
 }
 
 /** Elasticsearch's exists: present, not JSON null, and an array only with a non-null element. */

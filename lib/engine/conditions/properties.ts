@@ -235,10 +235,22 @@ export function jsonRootSql(sql: Sql, root: _JsonRoot): SqlFragment {
 
 /**
  * The SQL expression of a property: a fixed column, or `<fixed jsonb column> #> $n::text[]`
- * (jsonb, SQL NULL when absent). For the query routes' metrics and aggregates too.
+ * (jsonb, SQL NULL when absent), written `-> $n::text` for one key that cannot be read as an
+ * array index. For the query routes' metrics and aggregates too.
  */
 export function propertyExpression(sql: Sql, source: PropertySource): SqlFragment {
-  return source.kind === "json"
-    ? sql`(${jsonRootSql(sql, source.root)} #> ${source.path}::text[])`
-    : columnSql(sql, source.column);
+  if (source.kind !== "json") return columnSql(sql, source.column);
+  const root = jsonRootSql(sql, source.root);
+  return singleKey(source.path)
+    ? sql`(${root} -> ${source.path[0]!}::text)`
+    : sql`(${root} #> ${source.path}::text[])`;
+}
+
+/**
+ * Whether a path is one key that `->` and `->>` read as `#>` and `#>>` do: not starting like an
+ * integer, which `#>` would take as an array index (on a root that is no object both give NULL).
+ * `->` reads the key directly, where `#>` unpacks its path array on every row.
+ */
+export function singleKey(path: readonly string[]): boolean {
+  return path.length === 1 && /^[A-Za-z_]/.test(path[0]!);
 }

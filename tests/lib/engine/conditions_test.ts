@@ -1248,6 +1248,59 @@ Deno.test("compile: arrays match when any element does; text operators are liter
   });
 });
 
+Deno.test("compile: text equality on arrays: a string or boolean element by containment, a number by its text", async () => {
+  const db = await freshDatabase();
+  try {
+    const { sql } = db;
+    // Each value of `k` as JSON text: numbers keep their spelling in jsonb (2.0 stays 2.0).
+    const docs: [string, string][] = [
+      ["n20", "[2.0]"],
+      ["n2", '[2, "y"]'],
+      ["n1e2", "[1e2]"],
+      ["bool", "[true]"],
+      ["btext", '["true"]'],
+      ["nested", '[["x"]]'],
+      ["object", '[{"x": "x"}]'],
+      ["brackets", '"[x]"'],
+      ["mixed", '["x", 1]'],
+      ["scalar", '"x"'],
+      ["nulls", "[null]"],
+      ["wrapped", '{"k": ["x"]}'],
+    ];
+    for (const [id, k] of docs) {
+      await sql`
+        insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+        values (${A}, ${id}, ${`{"shopDomain": ${JSON.stringify(A)}, "k": ${k}}`}::text::jsonb,
+                'server', now(), now())`;
+    }
+    await expectProfiles(sql, [
+      [prop("properties.k", "equals", { propertyValue: "2" }), ["n2"]],
+      [prop("properties.k", "equals", { propertyValue: "2.0" }), ["n20"]],
+      [prop("properties.k", "equals", { propertyValue: "100" }), ["n1e2"]],
+      [prop("properties.k", "equals", { propertyValue: "true" }), ["bool", "btext"]],
+      [prop("properties.k", "equals", { propertyValue: "x" }), ["mixed", "scalar"]],
+      [prop("properties.k", "equals", { propertyValue: "y" }), ["n2"]],
+      [prop("properties.k", "equals", { propertyValue: "[x]" }), ["brackets"]],
+      [prop("properties.k", "equals", { propertyValue: '["x"]' }), []],
+      [prop("properties.k", "notEquals", { propertyValue: "x" }), [
+        "bool",
+        "brackets",
+        "btext",
+        "n1e2",
+        "n2",
+        "n20",
+        "nested",
+        "nulls",
+        "object",
+        "wrapped",
+      ]],
+      [prop("properties.k.k", "equals", { propertyValue: "x" }), ["wrapped"]],
+    ]);
+  } finally {
+    await db.close();
+  }
+});
+
 Deno.test("compile: dates compare as timestamps over the span of their precision", async () => {
   await withSeeded(async (sql) => {
     await expectProfiles(sql, [
@@ -1649,7 +1702,9 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
     });
     const described = await sql`select item_id from profiles p where ${fragment}`.describe();
     assert.ok(!/zq|1999/.test(described.string), described.string);
-    assert.ok(described.string.includes("p.properties #> $"));
+    // A single key is read with ->, a path with #>: both bound as parameters.
+    assert.ok(described.string.includes("p.properties -> $"), described.string);
+    assert.ok(described.string.includes("p.properties #>> $"), described.string);
     // Text order does not depend on the server's default collation.
     const ordered = compileCondition(
       sql,

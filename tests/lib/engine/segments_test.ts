@@ -4,7 +4,6 @@ import { countItems } from "../../../lib/engine/queries.ts";
 import {
   countMembers,
   createSegment,
-  exportLine,
   getSegment,
   listSegments,
   openExport,
@@ -610,30 +609,4 @@ Deno.test("openExport: the condition runs under timeoutMs and is cancelled on th
   } finally {
     await db.close();
   }
-});
-
-Deno.test("exportLine: id, provenance, present identity fields, visit dates", () => {
-  assert.deepEqual(
-    exportLine({
-      item_id: "x",
-      provenance: "merged",
-      properties: {
-        email: "x@example.com",
-        firstName: null,
-        zipCode: "75001",
-        age: 3,
-        mergeIdentifier: "m",
-      },
-      first_visit: new Date("2026-01-01T00:00:00Z"),
-      last_visit: null,
-    }),
-    {
-      id: "x",
-      provenance: "merged",
-      email: "x@example.com",
-      zipCode: "75001",
-      mergeIdentifier: "m",
-      properties: { firstVisit: "2026-01-01T00:00:00.000Z" },
-    },
-  );
 });
