@@ -335,6 +335,67 @@ export async function openExport(
   }
 }
 
+/**
+ * Every member's export line, page after page of `pageSize`, as a client following X-Next-Cursor
+ * reads them: each page is its own {@linkcode openExport} (its own budget and connection), the
+ * next opened only when the previous one has been read. The first page is opened before this
+ * returns, so a condition that cannot be evaluated fails here, not in the middle of a body.
+ * `onClose` is called once, when the last page ends or the stream is cancelled or fails.
+ */
+export async function openFullExport(
+  sql: Sql,
+  segment: SegmentView,
+  options: { pageSize: number; now: Date; timeoutMs: number; onClose?: () => void },
+): Promise<ReadableStream<Uint8Array>> {
+  let closed = false;
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    options.onClose?.();
+  };
+  const open = (after?: string) =>
+    openExport(sql, segment, {
+      ...(after === undefined ? {} : { after }),
+      limit: options.pageSize,
+      now: options.now,
+      timeoutMs: options.timeoutMs,
+    });
+  let page: ExportPage;
+  try {
+    page = await open();
+  } catch (err) {
+    finish();
+    throw err;
+  }
+  let reader = page.lines.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (!done) return controller.enqueue(value);
+          if (!page.more || page.lastId === null) {
+            finish();
+            return controller.close();
+          }
+          page = await open(page.lastId);
+          reader = page.lines.getReader();
+        }
+      } catch (err) {
+        finish();
+        controller.error(err);
+      }
+    },
+    async cancel() {
+      try {
+        await reader.cancel();
+      } finally {
+        finish();
+      }
+    },
+  });
+}
+
 /** Rows per FETCH of an export page: what the service holds of a page at once. */
 const _FETCH_ROWS = 1000;
 

@@ -14,7 +14,7 @@ import { requireCommerce, requireScope } from "../../lib/http/auth.ts";
 import type { BrandConcurrency } from "../../lib/http/brand_concurrency.ts";
 import { HttpError, toHttpError } from "../../lib/http/errors.ts";
 import { OFFSET_WINDOW } from "../../lib/http/pagination.ts";
-import { getSegment, openExport } from "../../lib/engine/segments.ts";
+import { getSegment, openFullExport } from "../../lib/engine/segments.ts";
 import { type BrandCache, parseShopDomain } from "../../lib/tenancy/brands.ts";
 import { brandOfSessionToken } from "../../lib/tenancy/session_token.ts";
 import { issueApiKey, revokeApiKey, rotateApiKey } from "../../lib/tenancy/api_keys.ts";
@@ -206,21 +206,21 @@ export function appPageRoutes(
       const scope = requireScope(c);
       const segment = await getSegment(deps.sql, scope, c.req.param("id"));
       if (!segment) throw new HttpError(404, "not_found", "Segment not found");
-      // The first window of members, as the API's first export page; the API pages on.
-      const page = await openExport(deps.sql, segment, {
-        limit: OFFSET_WINDOW,
+      // Every member, walked page by page as the API's cursor would, in one download.
+      const lines = await openFullExport(deps.sql, segment, {
+        pageSize: OFFSET_WINDOW,
         now: deps.now(),
         timeoutMs: deps.config.queryTimeoutMs,
         onClose: options.heavyReads.acquire(c.get("page").brand.brandId),
       });
       // Hono answers HEAD with GET's headers and drops the body unread: give it back now.
       if (c.req.method === "HEAD") {
-        await page.lines.cancel();
+        await lines.cancel();
         return c.body(null, 200);
       }
       c.header("Content-Type", "application/x-ndjson");
       c.header("Content-Disposition", `attachment; filename="${_fileName(segment.id)}.ndjson"`);
-      return c.body(page.lines, 200);
+      return c.body(lines, 200);
     })
     .get("/app/keys", session, async (c) => c.html(await keysPage(deps, c.get("page"))))
     .post("/app/keys/issue", session, (c) =>

@@ -7,6 +7,7 @@ import {
   getSegment,
   listSegments,
   openExport,
+  openFullExport,
   segmentId,
   segmentMembers,
   type SegmentView,
@@ -515,6 +516,61 @@ Deno.test("openExport: more rows than one fetch (1,000) stream whole and in orde
   } finally {
     await db.close();
   }
+});
+
+Deno.test("openFullExport: every member once, in id order, whatever the page size; onClose once", async () => {
+  await withSeeded(async (sql) => {
+    const view = segment(olderThan(25));
+    const whole = await exportPage(sql, view, { limit: 100 });
+    assert.deepEqual(whole.lines.map((l) => l.id), ["p03", "p04", "p05", "p07"]);
+    const expected = whole.lines.map((l) => JSON.stringify(l) + "\n").join("");
+    for (const pageSize of [1, 2, 3, 4, 5]) {
+      let closed = 0;
+      const lines = await openFullExport(sql, view, {
+        pageSize,
+        now: NOW,
+        timeoutMs: 5000,
+        onClose: () => closed++,
+      });
+      const text = await readText(lines);
+      assert.equal(
+        text.split("\n").filter((l) => l).map((l) => JSON.stringify(JSON.parse(l)) + "\n").join(""),
+        expected,
+        `page size ${pageSize}`,
+      );
+      assert.equal(closed, 1);
+    }
+    // Nothing to export: an empty body, closed once.
+    let closed = 0;
+    const empty = await openFullExport(sql, segment(NOTHING), {
+      pageSize: 2,
+      now: NOW,
+      timeoutMs: 5000,
+      onClose: () => closed++,
+    });
+    assert.equal(await readText(empty), "");
+    assert.equal(closed, 1);
+  });
+});
+
+Deno.test("openFullExport: a download cancelled part way gives its connection back", async () => {
+  await withSeeded(async (sql) => {
+    const view = segment(MATCH_ALL);
+    for (let i = 0; i < 6; i += 1) {
+      let closed = 0;
+      const lines = await openFullExport(sql, view, {
+        pageSize: 2,
+        now: NOW,
+        timeoutMs: 5000,
+        onClose: () => closed++,
+      });
+      const reader = lines.getReader();
+      assert.equal((await reader.read()).done, false);
+      await reader.cancel();
+      assert.equal(closed, 1);
+    }
+    assert.equal(await countMembers(sql, view, NOW, 100), 7);
+  });
 });
 
 Deno.test("openExport: a cancelled body gives the connection back", async () => {
