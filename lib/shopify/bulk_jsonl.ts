@@ -86,9 +86,11 @@ interface _Partition {
 }
 
 /**
- * First pass: each line, prefixed by its number and a tab, appended to its order's partition
- * file. It works on the downloaded bytes (no decoding, no parsing): it is the one step the
- * writes cannot overlap.
+ * First pass: each line, prefixed by its number and its order key (see `_partitionOf`), appended
+ * to its order's partition file. It works on the downloaded bytes (no decoding, no parsing): it
+ * is the one step the writes cannot overlap. Writes are synchronous: a buffer handed to the page
+ * cache takes less than a round trip through the async file API, and this pass has nothing else
+ * to do meanwhile.
  */
 async function _partition(
   stream: ReadableStream<Uint8Array>,
@@ -100,11 +102,11 @@ async function _partition(
     buffer: new Uint8Array(0),
     length: 0,
   }));
-  const flush = async (p: number) => {
+  const flush = (p: number) => {
     const part = parts[p]!;
-    part.file ??= await Deno.open(`${dir}/${p}`, { write: true, create: true });
+    part.file ??= Deno.openSync(`${dir}/${p}`, { write: true, create: true });
     for (let offset = 0; offset < part.length;) {
-      offset += await part.file.write(part.buffer.subarray(offset, part.length));
+      offset += part.file.writeSync(part.buffer.subarray(offset, part.length));
     }
     part.length = 0;
   };
@@ -119,18 +121,26 @@ async function _partition(
     const text = bytes.subarray(0, end);
     const p = _partitionOf(text, count);
     const part = parts[p]!;
-    const needed = part.length + text.length + 12;
+    const keyLength = _found.end - _found.start;
+    const needed = part.length + text.length + keyLength + 16;
     if (needed > part.buffer.length) {
       const grown = new Uint8Array(Math.max(needed, _FLUSH_BYTES * 2, part.buffer.length * 2));
       grown.set(part.buffer.subarray(0, part.length));
       part.buffer = grown;
     }
+    const buffer = part.buffer;
     const digits = String(line);
-    for (let i = 0; i < digits.length; i++) part.buffer[part.length++] = digits.charCodeAt(i);
-    part.buffer[part.length++] = 9;
-    part.buffer.set(text, part.length);
+    for (let i = 0; i < digits.length; i++) buffer[part.length++] = digits.charCodeAt(i);
+    buffer[part.length++] = 9;
+    if (keyLength > 0) {
+      buffer[part.length++] = _found.child ? 99 : 111;
+      buffer.set(text.subarray(_found.start, _found.end), part.length);
+      part.length += keyLength;
+    }
+    buffer[part.length++] = 9;
+    buffer.set(text, part.length);
     part.length += text.length;
-    part.buffer[part.length++] = 10;
+    buffer[part.length++] = 10;
     return part.length >= _FLUSH_BYTES ? p : null;
   };
   const written: boolean[] = new Array(count).fill(false);
@@ -146,13 +156,13 @@ async function _partition(
         }
         const due = add(_concat(carry, chunk.subarray(0, newline)));
         carry = null;
-        if (due !== null) await flush(due);
+        if (due !== null) flush(due);
         start = newline + 1;
         newline = chunk.indexOf(10, start);
       }
       while (newline >= 0) {
         const due = add(chunk.subarray(start, newline));
-        if (due !== null) await flush(due);
+        if (due !== null) flush(due);
         start = newline + 1;
         newline = chunk.indexOf(10, start);
       }
@@ -161,7 +171,7 @@ async function _partition(
     if (carry) add(carry);
     onRead?.(line);
     for (let p = 0; p < count; p++) {
-      if (parts[p]!.length > 0) await flush(p);
+      if (parts[p]!.length > 0) flush(p);
       written[p] = parts[p]!.file !== undefined;
     }
   } finally {
@@ -178,23 +188,37 @@ function _concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 }
 
 /**
+ * The order key {@linkcode _partitionOf} read from a line's bytes: the digits at
+ * `start`..`end` (empty when the line has another shape), and whether the line is a child.
+ */
+const _found = { start: 0, end: 0, child: false };
+
+/**
  * The partition of a line: its order's number (its own id, or its `__parentId`) modulo the
  * partition count, read from the bytes (Shopify writes `__parentId` last and `id` first; a slash
- * may come escaped, digits never do). Any other shape is parsed.
+ * may come escaped, digits never do). The number's last 20 digits, and whether the line is a
+ * child, are left in `_found`, written beside the line so that the second pass need not look
+ * again. Any other shape is parsed (and `_found` left empty).
  */
 function _partitionOf(bytes: Uint8Array, count: number): number {
   let start = -1;
+  let child = false;
   const tail = bytes.length - _PARENT_BYTES.length - 2;
   // `"__parentId":"gid:\/\/shopify\/Order\/<digits>"}`: at most ~60 bytes from the end.
   for (let i = tail; i >= 0 && i > tail - 80 && start < 0; i--) {
     if (bytes[i] === 34 && _startsWith(bytes, _PARENT_BYTES, i)) start = i + _PARENT_BYTES.length;
   }
-  if (start < 0 && _startsWith(bytes, _ID_BYTES, 0)) start = _ID_BYTES.length;
+  if (start >= 0) child = true;
+  else if (_startsWith(bytes, _ID_BYTES, 0)) start = _ID_BYTES.length;
+  _found.start = _found.end = 0;
   if (start >= 0) {
     const close = bytes.indexOf(34, start);
     let first = close;
     while (first > start && bytes[first - 1]! >= 48 && bytes[first - 1]! <= 57) first--;
     if (close > first) {
+      _found.start = Math.max(first, close - 20);
+      _found.end = close;
+      _found.child = child;
       let value = 0;
       for (let i = first; i < close; i++) value = (value * 10 + bytes[i]! - 48) % count;
       return value;
@@ -256,9 +280,12 @@ function* _groupPartition(text: string): Generator<ImportRecord> {
     let end = text.indexOf("\n", start);
     if (end < 0) end = text.length;
     const tab = text.indexOf("\t", start);
-    const entry = { line: Number(text.slice(start, tab)), json: text.slice(tab + 1, end) };
+    const keyTab = text.indexOf("\t", tab + 1);
+    const entry = { line: Number(text.slice(start, tab)), json: text.slice(keyTab + 1, end) };
     start = end + 1;
-    const key = _keyOf(entry.json);
+    const key = keyTab > tab + 1
+      ? { number: text.slice(tab + 2, keyTab), child: text.charCodeAt(tab + 1) === 99 }
+      : _keyOf(entry.json);
     if (!key) {
       bad.push({ line: entry.line, errors: ["not a JSON object with a Shopify id"] });
       continue;
