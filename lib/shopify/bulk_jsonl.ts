@@ -42,8 +42,11 @@ export interface BulkReadOptions {
 const _MAX_PARTITIONS = 1024;
 /** Bytes per partition at most when the file's size is known (about 10,000 orders' lines). */
 const _BYTES_PER_PARTITION = 8_000_000;
-/** Bytes buffered per partition before they are written. */
-const _FLUSH_BYTES = 16_384;
+/** Bytes buffered for all partitions at most, before they are written... */
+const _BUFFERED_BYTES = 16 * 1024 * 1024;
+/** ...but never fewer than this per partition, nor more than that. */
+const _MIN_FLUSH_BYTES = 16_384;
+const _MAX_FLUSH_BYTES = 262_144;
 const _PARENT = '"__parentId":"';
 const _PARENT_BYTES = new TextEncoder().encode(_PARENT);
 const _ID_BYTES = new TextEncoder().encode('{"id":"');
@@ -66,17 +69,80 @@ export async function* bulkOrderRecords(
     ),
   );
   const dir = await Deno.makeTempDir({ dir: options.tempDir, prefix: "shop_sync_" });
+  let worker: _PartitionWorker | undefined;
   try {
+    // Started first: it loads while the first pass runs.
+    worker = new _PartitionWorker();
     const written = await _partition(stream, dir, count, options.onRead);
-    for (let p = 0; p < count; p++) {
-      if (!written[p]) continue;
-      const text = await Deno.readTextFile(`${dir}/${p}`);
-      await Deno.remove(`${dir}/${p}`);
-      yield* _groupPartition(text);
+    const paths = written.flatMap((file, p) => file ? [`${dir}/${p}`] : []);
+    // The worker reads the next partitions while this one's records are written.
+    const ahead: Promise<ImportRecord[]>[] = [];
+    let next = 0;
+    while (next < paths.length && ahead.length < _AHEAD) ahead.push(worker.group(paths[next++]!));
+    while (ahead.length > 0) {
+      const records = await ahead.shift()!;
+      if (next < paths.length) ahead.push(worker.group(paths[next++]!));
+      yield* records;
     }
   } finally {
+    worker?.close();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Partitions asked of the worker ahead of the one being written. */
+const _AHEAD = 2;
+
+/** A message from bulk_partition_worker.ts: a partition's records, or why it has none. */
+export type PartitionAnswer = { records: ImportRecord[] } | { error: string };
+
+/**
+ * The second pass's worker (bulk_partition_worker.ts): partition files in, their records out, in
+ * the order asked.
+ */
+class _PartitionWorker {
+  #worker = new Worker(new URL("./bulk_partition_worker.ts", import.meta.url).href, {
+    type: "module",
+  });
+  #waiting: { resolve: (records: ImportRecord[]) => void; reject: (err: Error) => void }[] = [];
+
+  constructor() {
+    this.#worker.onmessage = (event: MessageEvent<PartitionAnswer>) => {
+      const waiter = this.#waiting.shift();
+      if ("error" in event.data) waiter?.reject(new Error(event.data.error));
+      else waiter?.resolve(event.data.records);
+    };
+    this.#worker.onerror = (event) => {
+      event.preventDefault();
+      for (const waiter of this.#waiting.splice(0)) waiter.reject(new Error(event.message));
+    };
+  }
+
+  /** The records of one partition file (deleted once read). */
+  group(path: string): Promise<ImportRecord[]> {
+    const answer = new Promise<ImportRecord[]>((resolve, reject) => {
+      this.#waiting.push({ resolve, reject });
+    });
+    // Awaited in turn; a failure before then is not an unhandled rejection.
+    answer.catch(() => {});
+    this.#worker.postMessage({ path });
+    return answer;
+  }
+
+  close(): void {
+    this.#worker.terminate();
+    for (const waiter of this.#waiting.splice(0)) waiter.reject(new Error("worker closed"));
+  }
+}
+
+/**
+ * The records of one partition file, which it deletes once read (the second pass, run by
+ * bulk_partition_worker.ts).
+ */
+export async function groupPartitionFile(path: string): Promise<ImportRecord[]> {
+  const text = await Deno.readTextFile(path);
+  await Deno.remove(path);
+  return [..._groupPartition(text)];
 }
 
 interface _Partition {
@@ -98,6 +164,11 @@ async function _partition(
   count: number,
   onRead: ((lines: number) => void) | undefined,
 ): Promise<boolean[]> {
+  // Fewer, larger writes; the buffers together stay bounded.
+  const flushBytes = Math.min(
+    _MAX_FLUSH_BYTES,
+    Math.max(_MIN_FLUSH_BYTES, Math.floor(_BUFFERED_BYTES / count)),
+  );
   const parts: _Partition[] = Array.from({ length: count }, () => ({
     buffer: new Uint8Array(0),
     length: 0,
@@ -124,7 +195,7 @@ async function _partition(
     const keyLength = _found.end - _found.start;
     const needed = part.length + text.length + keyLength + 16;
     if (needed > part.buffer.length) {
-      const grown = new Uint8Array(Math.max(needed, _FLUSH_BYTES * 2, part.buffer.length * 2));
+      const grown = new Uint8Array(Math.max(needed, flushBytes * 2, part.buffer.length * 2));
       grown.set(part.buffer.subarray(0, part.length));
       part.buffer = grown;
     }
@@ -141,7 +212,7 @@ async function _partition(
     buffer.set(text, part.length);
     part.length += text.length;
     buffer[part.length++] = 10;
-    return part.length >= _FLUSH_BYTES ? p : null;
+    return part.length >= flushBytes ? p : null;
   };
   const written: boolean[] = new Array(count).fill(false);
   try {
