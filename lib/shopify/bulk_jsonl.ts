@@ -36,6 +36,8 @@ export interface BulkReadOptions {
   tempDir?: string;
   /** Told the running count of lines read from the download. */
   onRead?: (lines: number) => void;
+  /** Told the line item count of each order read (before it is validated). */
+  onItems?: (items: number) => void;
 }
 
 /** Partition files open at once at most (each holds a small write buffer). */
@@ -82,6 +84,14 @@ export async function* bulkOrderRecords(
     while (ahead.length > 0) {
       const records = await ahead.shift()!;
       if (next < paths.length) ahead.push(worker.group(paths[next++]!));
+      if (options.onItems) {
+        for (const record of records) {
+          if ("value" in record) {
+            const items = (record.value as { line_items?: unknown[] }).line_items;
+            options.onItems(items?.length ?? 0);
+          }
+        }
+      }
       yield* records;
     }
   } finally {
