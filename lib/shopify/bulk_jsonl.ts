@@ -12,8 +12,11 @@
  * its `__parentId`), without decoding or parsing it; the second pass reads one partition at a
  * time, groups its lines by order as text and parses each order with its items only as it emits
  * it. An order and all its items land in one partition, so each partition is complete on its
- * own, and memory holds one partition: about 10,000 objects whatever the file's size (the
+ * own, and memory holds a few partitions: about 10,000 objects each whatever the file's size (the
  * operation's `objectCount`, and its `fileSize` when Shopify gives it, set the partition count).
+ * The second pass runs in a worker (bulk_partition_worker.ts), two partitions ahead of the
+ * caller, which receives each partition's records: parsing the bulk objects, larger than the
+ * order lines they become, then overlaps the writes instead of adding to them.
  * Buffering orphans in memory until their parent arrives would be bounded only when children stay
  * near their parents, which ungrouped output does not promise. The disk holds the file once,
  * each partition deleted as it is read.
