@@ -12,8 +12,11 @@
  * its `__parentId`), without decoding or parsing it; the second pass reads one partition at a
  * time, groups its lines by order as text and parses each order with its items only as it emits
  * it. An order and all its items land in one partition, so each partition is complete on its
- * own, and memory holds one partition: about 10,000 objects whatever the file's size (the
+ * own, and memory holds a few partitions: about 10,000 objects each whatever the file's size (the
  * operation's `objectCount`, and its `fileSize` when Shopify gives it, set the partition count).
+ * The second pass runs in a worker (bulk_partition_worker.ts), two partitions ahead of the
+ * caller, which receives each partition's records: parsing the bulk objects, larger than the
+ * order lines they become, then overlaps the writes instead of adding to them.
  * Buffering orphans in memory until their parent arrives would be bounded only when children stay
  * near their parents, which ungrouped output does not promise. The disk holds the file once,
  * each partition deleted as it is read.
@@ -36,14 +39,19 @@ export interface BulkReadOptions {
   tempDir?: string;
   /** Told the running count of lines read from the download. */
   onRead?: (lines: number) => void;
+  /** Told the line item count of each order read (before it is validated). */
+  onItems?: (items: number) => void;
 }
 
 /** Partition files open at once at most (each holds a small write buffer). */
 const _MAX_PARTITIONS = 1024;
 /** Bytes per partition at most when the file's size is known (about 10,000 orders' lines). */
 const _BYTES_PER_PARTITION = 8_000_000;
-/** Bytes buffered per partition before they are written. */
-const _FLUSH_BYTES = 16_384;
+/** Bytes buffered for all partitions at most, before they are written... */
+const _BUFFERED_BYTES = 16 * 1024 * 1024;
+/** ...but never fewer than this per partition, nor more than that. */
+const _MIN_FLUSH_BYTES = 16_384;
+const _MAX_FLUSH_BYTES = 262_144;
 const _PARENT = '"__parentId":"';
 const _PARENT_BYTES = new TextEncoder().encode(_PARENT);
 const _ID_BYTES = new TextEncoder().encode('{"id":"');
@@ -66,17 +74,88 @@ export async function* bulkOrderRecords(
     ),
   );
   const dir = await Deno.makeTempDir({ dir: options.tempDir, prefix: "shop_sync_" });
+  let worker: _PartitionWorker | undefined;
   try {
+    // Started first: it loads while the first pass runs.
+    worker = new _PartitionWorker();
     const written = await _partition(stream, dir, count, options.onRead);
-    for (let p = 0; p < count; p++) {
-      if (!written[p]) continue;
-      const text = await Deno.readTextFile(`${dir}/${p}`);
-      await Deno.remove(`${dir}/${p}`);
-      yield* _groupPartition(text);
+    const paths = written.flatMap((file, p) => file ? [`${dir}/${p}`] : []);
+    // The worker reads the next partitions while this one's records are written.
+    const ahead: Promise<ImportRecord[]>[] = [];
+    let next = 0;
+    while (next < paths.length && ahead.length < _AHEAD) ahead.push(worker.group(paths[next++]!));
+    while (ahead.length > 0) {
+      const records = await ahead.shift()!;
+      if (next < paths.length) ahead.push(worker.group(paths[next++]!));
+      if (options.onItems) {
+        for (const record of records) {
+          if ("value" in record) {
+            const items = (record.value as { line_items?: unknown[] }).line_items;
+            options.onItems(items?.length ?? 0);
+          }
+        }
+      }
+      yield* records;
     }
   } finally {
+    worker?.close();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+/** Partitions asked of the worker ahead of the one being written. */
+const _AHEAD = 2;
+
+/** A message from bulk_partition_worker.ts: a partition's records, or why it has none. */
+export type PartitionAnswer = { records: ImportRecord[] } | { error: string };
+
+/**
+ * The second pass's worker (bulk_partition_worker.ts): partition files in, their records out, in
+ * the order asked.
+ */
+class _PartitionWorker {
+  #worker = new Worker(new URL("./bulk_partition_worker.ts", import.meta.url).href, {
+    type: "module",
+  });
+  #waiting: { resolve: (records: ImportRecord[]) => void; reject: (err: Error) => void }[] = [];
+
+  constructor() {
+    this.#worker.onmessage = (event: MessageEvent<PartitionAnswer>) => {
+      const waiter = this.#waiting.shift();
+      if ("error" in event.data) waiter?.reject(new Error(event.data.error));
+      else waiter?.resolve(event.data.records);
+    };
+    this.#worker.onerror = (event) => {
+      event.preventDefault();
+      for (const waiter of this.#waiting.splice(0)) waiter.reject(new Error(event.message));
+    };
+  }
+
+  /** The records of one partition file (deleted once read). */
+  group(path: string): Promise<ImportRecord[]> {
+    const answer = new Promise<ImportRecord[]>((resolve, reject) => {
+      this.#waiting.push({ resolve, reject });
+    });
+    // Awaited in turn; a failure before then is not an unhandled rejection.
+    answer.catch(() => {});
+    this.#worker.postMessage({ path });
+    return answer;
+  }
+
+  close(): void {
+    this.#worker.terminate();
+    for (const waiter of this.#waiting.splice(0)) waiter.reject(new Error("worker closed"));
+  }
+}
+
+/**
+ * The records of one partition file, which it deletes once read (the second pass, run by
+ * bulk_partition_worker.ts).
+ */
+export async function groupPartitionFile(path: string): Promise<ImportRecord[]> {
+  const text = await Deno.readTextFile(path);
+  await Deno.remove(path);
+  return [..._groupPartition(text)];
 }
 
 interface _Partition {
@@ -86,9 +165,11 @@ interface _Partition {
 }
 
 /**
- * First pass: each line, prefixed by its number and a tab, appended to its order's partition
- * file. It works on the downloaded bytes (no decoding, no parsing): it is the one step the
- * writes cannot overlap.
+ * First pass: each line, prefixed by its number and its order key (see `_partitionOf`), appended
+ * to its order's partition file. It works on the downloaded bytes (no decoding, no parsing): it
+ * is the one step the writes cannot overlap. Writes are synchronous: a buffer handed to the page
+ * cache takes less than a round trip through the async file API, and this pass has nothing else
+ * to do meanwhile.
  */
 async function _partition(
   stream: ReadableStream<Uint8Array>,
@@ -96,15 +177,20 @@ async function _partition(
   count: number,
   onRead: ((lines: number) => void) | undefined,
 ): Promise<boolean[]> {
+  // Fewer, larger writes; the buffers together stay bounded.
+  const flushBytes = Math.min(
+    _MAX_FLUSH_BYTES,
+    Math.max(_MIN_FLUSH_BYTES, Math.floor(_BUFFERED_BYTES / count)),
+  );
   const parts: _Partition[] = Array.from({ length: count }, () => ({
     buffer: new Uint8Array(0),
     length: 0,
   }));
-  const flush = async (p: number) => {
+  const flush = (p: number) => {
     const part = parts[p]!;
-    part.file ??= await Deno.open(`${dir}/${p}`, { write: true, create: true });
+    part.file ??= Deno.openSync(`${dir}/${p}`, { write: true, create: true });
     for (let offset = 0; offset < part.length;) {
-      offset += await part.file.write(part.buffer.subarray(offset, part.length));
+      offset += part.file.writeSync(part.buffer.subarray(offset, part.length));
     }
     part.length = 0;
   };
@@ -119,19 +205,27 @@ async function _partition(
     const text = bytes.subarray(0, end);
     const p = _partitionOf(text, count);
     const part = parts[p]!;
-    const needed = part.length + text.length + 12;
+    const keyLength = _found.end - _found.start;
+    const needed = part.length + text.length + keyLength + 16;
     if (needed > part.buffer.length) {
-      const grown = new Uint8Array(Math.max(needed, _FLUSH_BYTES * 2, part.buffer.length * 2));
+      const grown = new Uint8Array(Math.max(needed, flushBytes * 2, part.buffer.length * 2));
       grown.set(part.buffer.subarray(0, part.length));
       part.buffer = grown;
     }
+    const buffer = part.buffer;
     const digits = String(line);
-    for (let i = 0; i < digits.length; i++) part.buffer[part.length++] = digits.charCodeAt(i);
-    part.buffer[part.length++] = 9;
-    part.buffer.set(text, part.length);
+    for (let i = 0; i < digits.length; i++) buffer[part.length++] = digits.charCodeAt(i);
+    buffer[part.length++] = 9;
+    if (keyLength > 0) {
+      buffer[part.length++] = _found.child ? 99 : 111;
+      buffer.set(text.subarray(_found.start, _found.end), part.length);
+      part.length += keyLength;
+    }
+    buffer[part.length++] = 9;
+    buffer.set(text, part.length);
     part.length += text.length;
-    part.buffer[part.length++] = 10;
-    return part.length >= _FLUSH_BYTES ? p : null;
+    buffer[part.length++] = 10;
+    return part.length >= flushBytes ? p : null;
   };
   const written: boolean[] = new Array(count).fill(false);
   try {
@@ -146,13 +240,13 @@ async function _partition(
         }
         const due = add(_concat(carry, chunk.subarray(0, newline)));
         carry = null;
-        if (due !== null) await flush(due);
+        if (due !== null) flush(due);
         start = newline + 1;
         newline = chunk.indexOf(10, start);
       }
       while (newline >= 0) {
         const due = add(chunk.subarray(start, newline));
-        if (due !== null) await flush(due);
+        if (due !== null) flush(due);
         start = newline + 1;
         newline = chunk.indexOf(10, start);
       }
@@ -161,7 +255,7 @@ async function _partition(
     if (carry) add(carry);
     onRead?.(line);
     for (let p = 0; p < count; p++) {
-      if (parts[p]!.length > 0) await flush(p);
+      if (parts[p]!.length > 0) flush(p);
       written[p] = parts[p]!.file !== undefined;
     }
   } finally {
@@ -178,23 +272,37 @@ function _concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 }
 
 /**
+ * The order key {@linkcode _partitionOf} read from a line's bytes: the digits at
+ * `start`..`end` (empty when the line has another shape), and whether the line is a child.
+ */
+const _found = { start: 0, end: 0, child: false };
+
+/**
  * The partition of a line: its order's number (its own id, or its `__parentId`) modulo the
  * partition count, read from the bytes (Shopify writes `__parentId` last and `id` first; a slash
- * may come escaped, digits never do). Any other shape is parsed.
+ * may come escaped, digits never do). The number's last 20 digits, and whether the line is a
+ * child, are left in `_found`, written beside the line so that the second pass need not look
+ * again. Any other shape is parsed (and `_found` left empty).
  */
 function _partitionOf(bytes: Uint8Array, count: number): number {
   let start = -1;
+  let child = false;
   const tail = bytes.length - _PARENT_BYTES.length - 2;
   // `"__parentId":"gid:\/\/shopify\/Order\/<digits>"}`: at most ~60 bytes from the end.
   for (let i = tail; i >= 0 && i > tail - 80 && start < 0; i--) {
     if (bytes[i] === 34 && _startsWith(bytes, _PARENT_BYTES, i)) start = i + _PARENT_BYTES.length;
   }
-  if (start < 0 && _startsWith(bytes, _ID_BYTES, 0)) start = _ID_BYTES.length;
+  if (start >= 0) child = true;
+  else if (_startsWith(bytes, _ID_BYTES, 0)) start = _ID_BYTES.length;
+  _found.start = _found.end = 0;
   if (start >= 0) {
     const close = bytes.indexOf(34, start);
     let first = close;
     while (first > start && bytes[first - 1]! >= 48 && bytes[first - 1]! <= 57) first--;
     if (close > first) {
+      _found.start = Math.max(first, close - 20);
+      _found.end = close;
+      _found.child = child;
       let value = 0;
       for (let i = first; i < close; i++) value = (value * 10 + bytes[i]! - 48) % count;
       return value;
@@ -256,9 +364,12 @@ function* _groupPartition(text: string): Generator<ImportRecord> {
     let end = text.indexOf("\n", start);
     if (end < 0) end = text.length;
     const tab = text.indexOf("\t", start);
-    const entry = { line: Number(text.slice(start, tab)), json: text.slice(tab + 1, end) };
+    const keyTab = text.indexOf("\t", tab + 1);
+    const entry = { line: Number(text.slice(start, tab)), json: text.slice(keyTab + 1, end) };
     start = end + 1;
-    const key = _keyOf(entry.json);
+    const key = keyTab > tab + 1
+      ? { number: text.slice(tab + 2, keyTab), child: text.charCodeAt(tab + 1) === 99 }
+      : _keyOf(entry.json);
     if (!key) {
       bad.push({ line: entry.line, errors: ["not a JSON object with a Shopify id"] });
       continue;

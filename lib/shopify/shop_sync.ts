@@ -17,7 +17,7 @@
 import type { Config } from "../config.ts";
 import { DomainError } from "../errors.ts";
 import { ulidSource } from "../ids.ts";
-import { type ImportRecord, importRecords, type ImportResult } from "../commerce/import.ts";
+import { importRecords, type ImportResult } from "../commerce/import.ts";
 import { type SourcedCustomer, upsertSourcedCustomers } from "../commerce/contacts.ts";
 import { CustomerSchema } from "../commerce/order_lines.ts";
 import { orderImport } from "../commerce/orders.ts";
@@ -363,23 +363,15 @@ async function _applyOrders(
     ...(deps.objectsPerPartition ? { objectsPerPartition: deps.objectsPerPartition } : {}),
     ...(deps.tempDir ? { tempDir: deps.tempDir } : {}),
     onRead: (count) => deps.onProgress?.({ phase: "orders", step: "read", count }),
+    onItems: (count) => lineItems += count,
   });
-  async function* counted(): AsyncGenerator<ImportRecord> {
-    for await (const record of records) {
-      if ("value" in record) {
-        const items = (record.value as { line_items?: unknown[] }).line_items;
-        lineItems += items?.length ?? 0;
-      }
-      yield record;
-    }
-  }
   const steps = orderImport({
     brandId,
     newId: deps.newId,
     now: deps.now(),
     copy: deps.copy,
   });
-  const result: ImportResult = await importRecords(deps.sql, counted(), steps, {
+  const result: ImportResult = await importRecords(deps.sql, records, steps, {
     onWritten: (count) => deps.onProgress?.({ phase: "orders", step: "applied", count }),
   });
   return {
