@@ -48,11 +48,12 @@ export async function openStores(
   config: Config,
   options: { serve: boolean; migrate?: boolean },
 ): Promise<Stores> {
-  const database = await _openDatabase(config, options);
+  const migrating = config.migrate && options.migrate !== false;
+  const database = await _openDatabase(config, { serve: options.serve, migrateNew: migrating });
   let kv: Deno.Kv | undefined;
   try {
     kv = await _openKv(config);
-    if (config.migrate && options.migrate !== false) {
+    if (migrating) {
       await migrate(database.sql).catch((err) => {
         throw new StoreOpenError("migrations", "MIGRATE", `migrations failed: ${err}`, {
           cause: err,
@@ -76,12 +77,16 @@ export async function openStores(
   }
 }
 
-async function _openDatabase(config: Config, options: { serve: boolean }): Promise<Database> {
+async function _openDatabase(
+  config: Config,
+  options: { serve: boolean; migrateNew: boolean },
+): Promise<Database> {
   try {
     return await openDatabase({
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
       serve: options.serve,
+      migrateNew: options.migrateNew,
     });
   } catch (err) {
     const [variable, what] = config.databaseUrl
