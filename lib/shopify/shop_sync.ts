@@ -110,6 +110,8 @@ export interface ShopSyncDeps {
   copy: boolean;
   /** Downloads the JSONL (default the global fetch). */
   fetch?: typeof fetch;
+  /** How long the download may go without a byte before it fails (default 60 s). */
+  downloadIdleMs?: number;
   poll?: Omit<PollOptions, "onPoll">;
   /** Where the order file's partitions go (default the system's temporary directory). */
   tempDir?: string;
@@ -321,14 +323,34 @@ async function _runOperation(
   return requireCompleted(op);
 }
 
+/** A download that receives nothing for this long is abandoned (see ShopSyncDeps). */
+const _DOWNLOAD_IDLE_MS = 60_000;
+
+/**
+ * The operation's file as a stream that fails when no byte arrives for `downloadIdleMs`, headers
+ * included: a stalled connection ends the run with a reason (and the queue's retry resumes it)
+ * instead of holding it forever. The bound is on silence, not on the whole transfer, whose length
+ * grows with the shop's history.
+ */
 async function _download(deps: ShopSyncDeps, url: string): Promise<ReadableStream<Uint8Array>> {
+  const idleMs = deps.downloadIdleMs ?? _DOWNLOAD_IDLE_MS;
+  const stalled = () =>
+    new DomainError(
+      "unavailable",
+      `the bulk operation's file stalled: no bytes for ${idleMs / 1000} s`,
+    );
+  const abort = new AbortController();
+  const headersTimer = setTimeout(() => abort.abort(stalled()), idleMs);
   let res: Response;
   try {
-    res = await (deps.fetch ?? fetch)(url);
+    res = await (deps.fetch ?? fetch)(url, { signal: abort.signal });
   } catch (err) {
+    if (err instanceof DomainError) throw err;
     throw new DomainError("unavailable", "the bulk operation's file could not be downloaded", {
       cause: err,
     });
+  } finally {
+    clearTimeout(headersTimer);
   }
   if (!res.ok || !res.body) {
     await res.body?.cancel();
@@ -337,7 +359,28 @@ async function _download(deps: ShopSyncDeps, url: string): Promise<ReadableStrea
       `the bulk operation's file could not be downloaded (HTTP ${res.status})`,
     );
   }
-  return res.body;
+  const reader = res.body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const silence = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(stalled()), idleMs);
+      });
+      try {
+        const { value, done } = await Promise.race([reader.read(), silence]);
+        if (done) controller.close();
+        else controller.enqueue(value);
+      } catch (err) {
+        reader.cancel(err).catch(() => {});
+        controller.error(err);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
 }
 
 interface _Applied {

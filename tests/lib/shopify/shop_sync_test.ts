@@ -230,6 +230,41 @@ Deno.test("shop sync: a FAILED operation exits with its errorCode, recorded in t
   });
 });
 
+Deno.test("shop sync: a download that stalls fails with its reason; the run again completes", async () => {
+  await withWorld(async ({ deps, fake, sql, brandId, request }) => {
+    // A real connection that sends part of the file, then nothing, and never ends.
+    let cancelled = false;
+    const half = new TextEncoder().encode(ordersFile().split("\n").slice(0, 3).join("\n"));
+    fake.files.orders = () =>
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(half);
+        },
+        cancel() {
+          cancelled = true;
+        },
+      });
+    const run = request({ only: "orders" });
+    await assert.rejects(
+      () => runShopSync({ ...deps, downloadIdleMs: 300 }, run),
+      (err: unknown) =>
+        err instanceof DomainError && err.kind === "unavailable" &&
+        err.message === "the bulk operation's file stalled: no bytes for 0.3 s",
+    );
+    const state = await readShopSyncState(deps.kv, brandId);
+    assert.equal(state?.status, "failed");
+    assert.match(state!.lastError!, /stalled/);
+    assert.equal((await storedOrders(sql, brandId)).length, 0);
+    for (let i = 0; i < 50 && !cancelled; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(cancelled, "the stalled connection is closed");
+    // The same run again, the file whole this time: it attaches to its operation and applies it.
+    fake.files.orders = ordersFile;
+    const again = await runShopSync(deps, run);
+    assert.equal(again.orders, 4);
+    assert.equal((await storedOrders(sql, brandId)).length, 4);
+  });
+});
+
 Deno.test("shop sync: a userError is reported, not retried", async () => {
   await withWorld(async ({ deps, fake, brandId, request }) => {
     fake.userErrors.push("Bulk queries are not allowed for this shop.");
