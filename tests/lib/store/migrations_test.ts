@@ -47,6 +47,83 @@ Deno.test("migrate: versions are strictly increasing and unique", () => {
   });
 });
 
+// Main's list before migrations moved to one file each: what databases in the field were migrated
+// by. Applied migrations must stay byte-identical, or a database migrated by an older build and
+// one migrated by this build could differ without either noticing.
+const SNAPSHOT_V17: readonly Migration[] = JSON.parse(
+  await Deno.readTextFile(new URL("../../fixtures/migrations_v17.json", import.meta.url)),
+);
+
+Deno.test("migrate: every migration of the version-17 snapshot is unchanged, byte for byte", () => {
+  assert.equal(SNAPSHOT_V17.length, 17);
+  assert.ok(MIGRATIONS.length >= SNAPSHOT_V17.length);
+  SNAPSHOT_V17.forEach((old, i) => {
+    const now = MIGRATIONS[i]!;
+    assert.equal(now.version, old.version);
+    assert.equal(now.name, old.name);
+    assert.equal(now.sql, old.sql, `migration ${old.version} (${old.name}) was edited`);
+  });
+});
+
+/** Tables, columns, constraints, indexes, functions and triggers of the public schema. */
+async function schemaDump(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ line: string }[]>`
+    select 'relation ' || c.relname || ' ' || c.relkind::text || ' ' || coalesce(c.reloptions::text, '')
+      as line
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public'
+    union all
+    select 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+      || case when a.attnotnull then ' not null' else '' end
+      || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+    from pg_attribute a
+    join pg_class c on c.oid = a.attrelid
+    join pg_namespace n on n.oid = c.relnamespace
+    left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
+    where n.nspname = 'public' and a.attnum > 0 and not a.attisdropped
+    union all
+    select 'constraint ' || c.relname || '.' || k.conname || ' ' || pg_get_constraintdef(k.oid)
+    from pg_constraint k
+    join pg_class c on c.oid = k.conrelid
+    join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public'
+    union all
+    select 'index ' || indexdef from pg_indexes where schemaname = 'public'
+    union all
+    select 'function ' || pg_get_functiondef(p.oid)
+    from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname = 'public' and p.prokind in ('f', 'p')
+    union all
+    select 'trigger ' || pg_get_triggerdef(t.oid)
+    from pg_trigger t
+    join pg_class c on c.oid = t.tgrelid
+    join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public' and not t.tgisinternal
+    order by 1`;
+  return rows.map((row) => row.line);
+}
+
+Deno.test("migrate: a database migrated by the version-17 build upgrades to this build's schema", async () => {
+  const fresh = await freshDatabase();
+  const upgraded = await freshDatabase();
+  try {
+    // An empty database, migrated by the old build's list, then by this build.
+    await upgraded.sql.unsafe("drop schema public cascade; create schema public").simple();
+    assert.deepEqual(await migrate(upgraded.sql, SNAPSHOT_V17), SNAPSHOT_V17.map((m) => m.version));
+    assert.deepEqual(
+      await migrate(upgraded.sql),
+      MIGRATIONS.slice(SNAPSHOT_V17.length).map((m) => m.version),
+    );
+    assert.deepEqual(await appliedVersions(upgraded.sql), MIGRATIONS.map((m) => m.version));
+    const expected = await schemaDump(fresh.sql);
+    assert.ok(expected.length > 100);
+    assert.deepEqual(await schemaDump(upgraded.sql), expected);
+  } finally {
+    await upgraded.close();
+    await fresh.close();
+  }
+});
+
 Deno.test("migrate: an appended migration is applied once, then skipped", async () => {
   const database = await freshDatabase();
   try {
