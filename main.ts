@@ -5,6 +5,7 @@
  * @module
  */
 import { createApp } from "./routes/app.ts";
+import { COMMANDS } from "./lib/admin/command_table.ts";
 import { log, setLogLevel } from "./lib/log.ts";
 import { createEmbeddedEngine } from "./lib/engine/embedded.ts";
 import { ulidSource } from "./lib/ids.ts";
@@ -45,7 +46,7 @@ const app = createApp({
   newId: ulidSource(),
   config,
   log,
-});
+}, { adminCommands: COMMANDS });
 // FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).
 const forwarder = config.forwarder
   ? startForwarder({

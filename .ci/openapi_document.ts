@@ -6,6 +6,7 @@
  * @module
  */
 import { createApp } from "../routes/app.ts";
+import { COMMANDS } from "../lib/admin/command_table.ts";
 import { loadConfig } from "../lib/config.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { ulidSource } from "../lib/ids.ts";
@@ -30,7 +31,7 @@ try {
     now,
     newId: ulidSource(),
     config,
-  });
+  }, { adminCommands: COMMANDS });
   for (const [path, file] of [["/openapi.json", "openapi"], ["/openapi.json?admin=1", "admin"]]) {
     const res = await app.request(path);
     if (res.status !== 200) throw new Error(`${path} answered ${res.status}`);

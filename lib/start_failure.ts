@@ -5,8 +5,8 @@
  * @module
  */
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { StoreOpenError } from "./errors.ts";
 import { log } from "./log.ts";
-import { StoreOpenError } from "./store/stores.ts";
 
 /** The log fields that name a start-up failure's cause. */
 export function startFailureFields(err: unknown): Record<string, unknown> {

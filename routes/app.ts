@@ -9,6 +9,7 @@ import { except } from "hono/combine";
 import { cors } from "hono/cors";
 import { requestId } from "hono/request-id";
 import { adminRoutes } from "./admin.ts";
+import type { Commands } from "../lib/admin/command.ts";
 import { appPageRoutes } from "./app_pages/app_pages.tsx";
 import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
@@ -30,7 +31,6 @@ import { estimateBacklog } from "../lib/ingest/queue.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { onError, onNotFound } from "../lib/http/errors.ts";
 import { createBrandCache } from "../lib/tenancy/brands.ts";
-import { COMMANDS } from "../lib/admin/cli.ts";
 import { createGroupCommit } from "../lib/store/kv_group_commit.ts";
 import { routeGuard } from "../lib/http/route_guard.ts";
 import { routeSpan } from "../lib/http/route_span.ts";
@@ -43,8 +43,14 @@ const _NOT_API_KEY_ROUTES = ["/cdp/ingest", "/cdp/keys", "/cdp/keys/*"];
 // A brand changed by SQL by hand (not through the service or the CLI) is seen within this.
 const _BRAND_CACHE_TTL_MS = 60_000;
 
-/** Builds the HTTP app over the given stores, clock and config. */
-export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
+/**
+ * Builds the HTTP app over the given stores, clock and config; the operator API runs
+ * `adminCommands` (the entry point's table, lib/admin/command_table.ts).
+ */
+export function createApp(
+  deps: AppDeps,
+  options: { adminCommands?: Commands } = {},
+): OpenAPIHono<AppEnv> {
   const app = newRouter();
   app.onError(onError);
   app.notFound(onNotFound);
@@ -154,8 +160,9 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
   app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps));
   app.route("/", webhookRoutes(deps));
-  // Without ADMIN_TOKEN the operator API does not exist: its paths are 404 like any unknown one.
-  if (deps.config.adminToken) {
+  // Without ADMIN_TOKEN (or a command table) the operator API does not exist: its paths are 404
+  // like any unknown one.
+  if (deps.config.adminToken && options.adminCommands) {
     app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
       type: "http",
       scheme: "bearer",
@@ -167,7 +174,7 @@ export function createApp(deps: AppDeps): OpenAPIHono<AppEnv> {
     app.route(
       "/",
       adminRoutes(deps, {
-        commands: COMMANDS,
+        commands: options.adminCommands,
         stores: { kv: deps.kv, sql: deps.sql, database },
         token: deps.config.adminToken,
       }),

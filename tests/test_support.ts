@@ -8,6 +8,7 @@ import postgres from "postgres";
 import { monotonicFactory } from "ulid";
 import { issueApiKey } from "../lib/tenancy/api_keys.ts";
 import { createApp } from "../routes/app.ts";
+import { COMMANDS } from "../lib/admin/command_table.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { createBrand } from "../lib/tenancy/brands.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
@@ -176,7 +177,7 @@ export async function createTestContext(
     config,
     ...overrides,
   };
-  const app = createApp(deps);
+  const app = createApp(deps, { adminCommands: COMMANDS });
   const cipher = await openTokenCipher(kv, undefined);
   return {
     app,

@@ -9,27 +9,10 @@ import { loadConfig } from "../config.ts";
 import { ulidSource } from "../ids.ts";
 import { createOutbox } from "../ingest/outbox.ts";
 import { openStores, type Stores } from "../store/stores.ts";
-import { appCommands } from "./app_commands.ts";
-import { brandCommands } from "./brand_commands.ts";
+import { COMMANDS } from "./command_table.ts";
 import { type Command, type CommandIo, type Commands, UsageError } from "./command.ts";
-import { deadLetterCommands } from "./deadletter_commands.ts";
-import { importCommands } from "./import_commands.ts";
-import { segmentCommands } from "./segment_commands.ts";
 import { withProgress } from "./progress.ts";
 import { RemoteError, runRemote } from "./remote.ts";
-import { schemaCommands } from "./schema_commands.ts";
-import { shopCommands } from "./shop_commands.ts";
-
-/** Every command, by name; `help` lists them in this order. */
-export const COMMANDS: Commands = {
-  ...brandCommands,
-  ...importCommands,
-  ...segmentCommands,
-  ...shopCommands,
-  ...deadLetterCommands,
-  ...schemaCommands,
-  ...appCommands,
-};
 
 /** Options every command takes, besides its own. */
 const _GLOBAL_OPTIONS = `  --help       print the command's usage and exit

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Sql } from "../store/db.ts";
-import { countToWindow } from "../http/pagination.ts";
+import { countToWindow } from "../store/offset_window.ts";
 import { money } from "./order_lines.ts";
 import { currentSnapshot, type Freshness } from "./summaries.ts";
 

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Sql } from "../store/db.ts";
-import { countToWindow } from "../http/pagination.ts";
+import { countToWindow } from "../store/offset_window.ts";
 import { normalizeEmail, normalizePhone } from "./contacts.ts";
 import {
   type BILLING_STATUSES,

@@ -84,6 +84,13 @@ const _BY_KIND: Record<DomainErrorKind, [ContentfulStatusCode, ErrorCode]> = {
   throttled: [429, "rate_limited"],
   unavailable: [503, "upstream_unavailable"],
   upstream_failed: [502, "upstream_error"],
+  unauthenticated: [401, "unauthorized"],
+  scope_binding: [400, "scope_binding"],
+  batch_too_large: [400, "batch_too_large"],
+  sync_batch_too_large: [400, "sync_batch_too_large"],
+  queue_full: [503, "queue_full"],
+  service_unavailable: [503, "service_unavailable"],
+  internal: [500, "internal_error"],
 };
 
 /** Maps anything thrown to an HttpError; unknown failures become an opaque 500. */
@@ -101,6 +108,7 @@ export function toHttpError(err: unknown): HttpError {
     const headers: Record<string, string> = err.retryAfterSeconds === undefined
       ? {}
       : { "Retry-After": String(err.retryAfterSeconds) };
+    if (err.challenge !== undefined) headers["WWW-Authenticate"] = err.challenge;
     return new HttpError(status, code, err.message, { cause: err, headers });
   }
   const failure = databaseFailure(err);

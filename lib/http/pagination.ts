@@ -4,28 +4,14 @@
  * @module
  */
 import { z } from "@hono/zod-openapi";
-import type postgres from "postgres";
-import type { Sql } from "../store/db.ts";
+import { OFFSET_WINDOW } from "../store/offset_window.ts";
 import { HttpError } from "./errors.ts";
 
-/** Rows reachable by offset paging. */
-export const OFFSET_WINDOW = 10_000;
+// The window lives in lib/store, where lib/engine and lib/commerce count within it too.
+export { countToWindow, OFFSET_WINDOW } from "../store/offset_window.ts";
 /** Default and maximum page sizes. */
 export const DEFAULT_LIMIT = 25;
 export const MAX_LIMIT = 100;
-
-/**
- * Counts the rows of `rows` up to the window + 1: the contract caps totalSize at the window, so
- * counting further is wasted work.
- */
-export async function countToWindow(
-  sql: Sql,
-  rows: postgres.PendingQuery<postgres.Row[]>,
-): Promise<number> {
-  const [row] = await sql<{ n: number }[]>`
-    select count(*)::int as n from (${rows} limit ${OFFSET_WINDOW + 1}) capped`;
-  return row!.n;
-}
 
 /**
  * `limit`: an integer clamped to `max` (not rejected) as the contract says. With `clampLow` (the

@@ -10,7 +10,7 @@
 import { z } from "zod";
 import type { Config } from "../config.ts";
 import type { EventBatch, IngestEvent } from "../engine/engine.ts";
-import { type ErrorCode, HttpError } from "../http/errors.ts";
+import { DomainError } from "../errors.ts";
 import type { GroupCommit } from "../store/kv_group_commit.ts";
 import {
   admitToBacklog,
@@ -121,7 +121,7 @@ export function validateBatch(
   input: JsonBody,
   options: {
     maxEvents: number;
-    tooLargeCode: ErrorCode;
+    tooLargeCode: "batch_too_large" | "sync_batch_too_large";
     newId: () => string;
     /** Further checks; `field` names where the problem is (default: by the message). */
     check?: (event: IngestEvent) => { error: string; field?: string } | null;
@@ -129,14 +129,13 @@ export function validateBatch(
 ): { accepted: AcceptedEvent[]; rejected: Rejection[] } {
   const body = input.value;
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new HttpError(400, "bad_request", "body must be a JSON object { events: [...] }");
+    throw new DomainError("invalid_input", "body must be a JSON object { events: [...] }");
   }
   // The exact walk (paths, ordering, the nesting error) runs only when the cheap one finds
   // something: building path arrays for every node is costly on the hot path.
   const bound = _isCleanTree(body, 0) ? [] : scopeBindingPaths(body);
   if (bound.length > 0) {
-    throw new HttpError(
-      400,
+    throw new DomainError(
       "scope_binding",
       `scope is bound to the API key; remove ${bound.slice(0, 20).join(", ")}${
         bound.length > 20 ? ` and ${bound.length - 20} more` : ""
@@ -145,18 +144,16 @@ export function validateBatch(
   }
   const extra = Object.keys(body).filter((key) => key !== "events");
   if (extra.length > 0) {
-    throw new HttpError(
-      400,
-      "bad_request",
+    throw new DomainError(
+      "invalid_input",
       `unknown body field: ${extra.map((k) => `$.${k}`).join(", ")}`,
     );
   }
   const events = (body as { events?: unknown }).events;
-  if (!Array.isArray(events)) throw new HttpError(400, "bad_request", "$.events must be an array");
-  if (events.length === 0) throw new HttpError(400, "bad_request", "$.events must not be empty");
+  if (!Array.isArray(events)) throw new DomainError("invalid_input", "$.events must be an array");
+  if (events.length === 0) throw new DomainError("invalid_input", "$.events must not be empty");
   if (events.length > options.maxEvents) {
-    throw new HttpError(
-      400,
+    throw new DomainError(
       options.tooLargeCode,
       `at most ${options.maxEvents} events per batch; got ${events.length}`,
     );
@@ -389,7 +386,7 @@ export function parseJsonBody(bytes: Uint8Array | null): JsonBody {
   try {
     return { value: JSON.parse(text), text, bytes: bytes?.byteLength ?? 0 };
   } catch {
-    throw new HttpError(400, "bad_request", "body is not valid JSON");
+    throw new DomainError("invalid_input", "body is not valid JSON");
   }
 }
 
@@ -441,19 +438,17 @@ export async function queueBatch(
     }
   } catch (err) {
     ticket?.settle(false);
-    throw new HttpError(
-      503,
+    throw new DomainError(
       "service_unavailable",
       "the ingest queue is unavailable; no events were accepted, retry the batch",
       { cause: err },
     );
   }
-  throw new HttpError(
-    503,
+  throw new DomainError(
     "queue_full",
     `the ingest queue holds ${deps.config.ingestMaxBacklog} or more events; no events were ` +
       `accepted, retry the batch after ${QUEUE_FULL_RETRY_AFTER_SECONDS}s`,
-    { headers: { "Retry-After": String(QUEUE_FULL_RETRY_AFTER_SECONDS) } },
+    { retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS },
   );
 }
 
@@ -469,9 +464,8 @@ export function scopeBindingPaths(value: unknown): string[] {
     const { node, path } = stack.pop()!;
     if (typeof node !== "object" || node === null) continue;
     if (path.length > MAX_NESTING) {
-      throw new HttpError(
-        400,
-        "bad_request",
+      throw new DomainError(
+        "invalid_input",
         `nesting deeper than ${MAX_NESTING} levels at ${jsonPath(path)}`,
       );
     }

@@ -6,7 +6,6 @@
  */
 import type { Config } from "../config.ts";
 import { DomainError } from "../errors.ts";
-import { HttpError } from "../http/errors.ts";
 import { log } from "../log.ts";
 import type { Sql } from "../store/db.ts";
 import { productCacheKey } from "../store/kv_keys.ts";
@@ -55,9 +54,8 @@ export function createProductReads(
       return { shop: brand.scope, accessToken: await (await cipher).decrypt(ciphertext) };
     } catch (err) {
       cipher = undefined;
-      // An operator problem (TOKEN_ENCRYPTION_KEY changed), not the brand's: 500, logged. No
-      // domain error kind is a 500 with its own description, so this stays an HttpError.
-      throw new HttpError(500, "internal_error", "The stored access token cannot be decrypted", {
+      // An operator problem (TOKEN_ENCRYPTION_KEY changed), not the brand's: 500, logged.
+      throw new DomainError("internal", "The stored access token cannot be decrypted", {
         cause: err,
       });
     }

@@ -7,9 +7,13 @@
  * @module
  */
 import type { Config } from "../config.ts";
+import { StoreOpenError } from "../errors.ts";
 import { type Database, openDatabase, type Sql } from "./db.ts";
 import { openKv } from "./kv_store.ts";
 import { migrate } from "./migrations.ts";
+
+// Defined in lib/errors.ts, so that lib/start_failure.ts names it without importing a store.
+export { StoreOpenError };
 
 /** The two stores, opened and migrated. */
 export interface Stores {
@@ -17,26 +21,6 @@ export interface Stores {
   sql: Sql;
   database: Database;
   close(): Promise<void>;
-}
-
-/** A store that could not be opened, with the variable that chose it (for the start-up log). */
-export class StoreOpenError extends Error {
-  /** The store at fault: `database`, `kv` or `migrations`. */
-  readonly store: "database" | "kv" | "migrations";
-  /** The environment variable to look at. */
-  readonly variable: string;
-
-  constructor(
-    store: "database" | "kv" | "migrations",
-    variable: string,
-    message: string,
-    options: { cause: unknown },
-  ) {
-    super(message, options);
-    this.name = "StoreOpenError";
-    this.store = store;
-    this.variable = variable;
-  }
 }
 
 /**

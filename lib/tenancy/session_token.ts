@@ -11,7 +11,7 @@ import {
   findBrandIdByShop,
   parseShopDomain,
 } from "./brands.ts";
-import { HttpError } from "../http/errors.ts";
+import { DomainError } from "../errors.ts";
 
 /** What a verified Shopify session token says. */
 export interface SessionClaims {
@@ -97,8 +97,7 @@ export async function brandOfSessionToken(
 ): Promise<{ brand: BrandContext; claims: SessionClaims }> {
   const { apiKey, apiSecret } = deps.config.shopify;
   if (!apiKey || !apiSecret) {
-    throw new HttpError(
-      503,
+    throw new DomainError(
       "service_unavailable",
       "Session tokens are not configured (SHOPIFY_API_KEY, SHOPIFY_API_SECRET)",
     );
@@ -107,8 +106,8 @@ export async function brandOfSessionToken(
   const brandId = await findBrandIdByShop(deps.sql, claims.shop);
   const brand = brandId ? await findBrandContext(deps.sql, brandId) : null;
   if (!brand) {
-    throw new HttpError(401, "unauthorized", "No brand is connected to this shop", {
-      headers: { "WWW-Authenticate": 'Bearer realm="cdp"' },
+    throw new DomainError("unauthenticated", "No brand is connected to this shop", {
+      challenge: 'Bearer realm="cdp"',
     });
   }
   return { brand, claims };
@@ -176,7 +175,7 @@ function _toBase64Url(bytes: Uint8Array): string {
 }
 
 function _fail(reason: string): never {
-  throw new HttpError(401, "unauthorized", `invalid session token: ${reason}`, {
-    headers: { "WWW-Authenticate": 'Bearer realm="cdp-keys", error="invalid_token"' },
+  throw new DomainError("unauthenticated", `invalid session token: ${reason}`, {
+    challenge: 'Bearer realm="cdp-keys", error="invalid_token"',
   });
 }

@@ -7,7 +7,7 @@ import { usageDailyKey } from "../../../lib/store/kv_keys.ts";
 import { openStores } from "../../../lib/store/stores.ts";
 import { MIGRATIONS } from "../../../lib/store/migrations.ts";
 import { authenticateApiKey } from "../../../lib/tenancy/api_keys.ts";
-import { COMMANDS } from "../../../lib/admin/cli.ts";
+import { COMMANDS } from "../../../lib/admin/command_table.ts";
 import { DATABASE_URL } from "../../test_support.ts";
 import { json, ROOT, runCli, withService, withStores } from "./cli_support.ts";
 

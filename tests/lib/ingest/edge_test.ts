@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { serialize } from "node:v8";
 import type { IngestEvent } from "../../../lib/engine/engine.ts";
-import { type ErrorCode, HttpError } from "../../../lib/http/errors.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { type ErrorCode, type HttpError, toHttpError } from "../../../lib/http/errors.ts";
 import {
   IngestEventSchema,
   type JsonBody,
@@ -69,7 +70,7 @@ function assertRejectedAt(event: unknown, path: string, label = JSON.stringify(e
   for (const e of errors) assert.equal(typeof e.message, "string");
 }
 
-/** Asserts `fn` throws an HttpError with that status and code; returns it. */
+/** Asserts `fn` throws a DomainError the edge answers with that status and code; returns that. */
 function assertHttpError(fn: () => unknown, code: ErrorCode, status = 400): HttpError {
   let caught: unknown;
   try {
@@ -77,10 +78,11 @@ function assertHttpError(fn: () => unknown, code: ErrorCode, status = 400): Http
   } catch (err) {
     caught = err;
   }
-  assert.ok(caught instanceof HttpError, `expected an HttpError, got ${caught}`);
-  assert.equal(caught.status, status);
-  assert.equal(caught.code, code);
-  return caught;
+  assert.ok(caught instanceof DomainError, `expected a DomainError, got ${caught}`);
+  const answer = toHttpError(caught);
+  assert.equal(answer.status, status);
+  assert.equal(answer.code, code);
+  return answer;
 }
 
 // --- batch-level errors ---
@@ -807,9 +809,9 @@ Deno.test("scopeBindingPaths: deep nesting is a 400, never a stack overflow", ()
     `{"events":[{"properties":{"d":${"[".repeat(5000)}${"]".repeat(5000)}}}]}`,
   );
   assert.throws(() => scopeBindingPaths(deep), (err: unknown) => {
-    assert.ok(err instanceof HttpError);
-    assert.equal(err.status, 400);
-    assert.equal(err.code, "bad_request");
+    assert.ok(err instanceof DomainError);
+    assert.equal(toHttpError(err).status, 400);
+    assert.equal(toHttpError(err).code, "bad_request");
     assert.match(err.message, /nesting deeper than/);
     return true;
   });
@@ -1109,8 +1111,8 @@ function outcome(body: unknown): string {
     validate(body);
     return "ok";
   } catch (err) {
-    assert.ok(err instanceof HttpError);
-    return `${err.code}: ${err.message}`;
+    assert.ok(err instanceof DomainError);
+    return `${toHttpError(err).code}: ${err.message}`;
   }
 }
 

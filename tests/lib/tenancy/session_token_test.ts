@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { HttpError } from "../../../lib/http/errors.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { toHttpError } from "../../../lib/http/errors.ts";
 import {
   brandOfSessionToken,
   looksLikeJwt,
@@ -32,9 +33,13 @@ const options = { apiKey: API_KEY, apiSecret: SECRET, now: NOW };
 
 async function rejects(token: string, reason: RegExp) {
   await assert.rejects(verifySessionToken(token, options), (err: unknown) => {
-    assert.ok(err instanceof HttpError);
-    assert.equal(err.status, 401);
-    assert.equal(err.code, "unauthorized");
+    assert.ok(err instanceof DomainError);
+    assert.equal(toHttpError(err).status, 401);
+    assert.equal(toHttpError(err).code, "unauthorized");
+    assert.equal(
+      toHttpError(err).headers["WWW-Authenticate"],
+      'Bearer realm="cdp-keys", error="invalid_token"',
+    );
     assert.match(err.message, reason);
     return true;
   });
@@ -165,14 +170,16 @@ Deno.test("brandOfSessionToken: the brand of the token's shop; 401 for a shop wi
     assert.equal(found.claims.shop, "b.myshopify.com");
     await assert.rejects(
       brandOfSessionToken(deps, await token("nobody.myshopify.com")),
-      (err: HttpError) => err.status === 401,
+      (err: unknown) => err instanceof DomainError && toHttpError(err).status === 401,
     );
     await assert.rejects(
       brandOfSessionToken(
         { ...deps, config: { shopify: { apiKey: undefined, apiSecret: undefined } } as never },
         await token("b.myshopify.com"),
       ),
-      (err: HttpError) => err.status === 503,
+      (err: unknown) =>
+        err instanceof DomainError && toHttpError(err).status === 503 &&
+        toHttpError(err).code === "service_unavailable",
     );
   });
 });
