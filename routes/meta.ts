@@ -8,6 +8,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import { errorResponses, jsonResponse, newRouter, noSecurity } from "../lib/http/openapi.ts";
+import { healthProbeKey } from "../lib/store/kv_keys.ts";
 import { pendingMigrations } from "../lib/store/migrations.ts";
 import { DOCS_PAGE } from "./docs_page.ts";
 
@@ -68,12 +69,12 @@ async function _withinBudget<T>(probe: Promise<T>): Promise<T> {
 export function metaRoutes(deps: Pick<AppDeps, "kv" | "sql">, app: OpenAPIHono<AppEnv>) {
   const router = newRouter();
   router.openapi(health, async (c) => {
-    await _withinBudget(Promise.all([deps.sql`select 1`, deps.kv.get(["health"])]));
+    await _withinBudget(Promise.all([deps.sql`select 1`, deps.kv.get(healthProbeKey())]));
     return c.json({ status: "ok" as const }, 200);
   });
   router.openapi(ready, async (c) => {
     const [pending] = await _withinBudget(
-      Promise.all([pendingMigrations(deps.sql), deps.kv.get(["health"])]),
+      Promise.all([pendingMigrations(deps.sql), deps.kv.get(healthProbeKey())]),
     );
     if (pending.length > 0) {
       throw new HttpError(

@@ -138,3 +138,8 @@ export function shopSyncStateKey(brandId: string): Deno.KvKey {
 export function lastWebhookKey(shop: string): Deno.KvKey {
   return ["webhooks", "last", shop];
 }
+
+/** Read (never written) by the health checks, to prove the KV database answers. */
+export function healthProbeKey(): Deno.KvKey {
+  return ["health"];
+}
