@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { fileCircles, layerOf, violations } from "../../.ci/deps.ts";
+import { ENTRY_POINTS, fileCircles, layerOf, projectEdges, violations } from "../../.ci/deps.ts";
 
 Deno.test("deps: layers are lib's own files, lib folders, routes and the entry points", () => {
   assert.equal(layerOf("lib/errors.ts"), "lib");
@@ -58,4 +58,10 @@ Deno.test("deps: a circle between files fails, within one folder too", () => {
     "import circle: lib/engine/a.ts -> lib/engine/b.ts -> lib/engine/c.ts -> lib/engine/a.ts",
   ]);
   assert.deepEqual(fileCircles([{ from: "lib/x.ts", to: "lib/x.ts" }]), [["lib/x.ts", "lib/x.ts"]]);
+});
+
+Deno.test("deps: the repository follows the rule", async () => {
+  const edges = await projectEdges(new URL("../../", import.meta.url), ENTRY_POINTS);
+  assert.ok(edges.length > 100);
+  assert.deepEqual(violations(edges), []);
 });
