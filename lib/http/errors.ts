@@ -109,7 +109,8 @@ export function toHttpError(err: unknown): HttpError {
       ? {}
       : { "Retry-After": String(err.retryAfterSeconds) };
     if (err.challenge !== undefined) headers["WWW-Authenticate"] = err.challenge;
-    return new HttpError(status, code, err.message, { cause: err, headers });
+    // The 5xx log line names what failed underneath (a KV or crypto error), not the wrapper.
+    return new HttpError(status, code, err.message, { cause: err.cause ?? err, headers });
   }
   const failure = databaseFailure(err);
   if (failure === "timeout") {

@@ -189,6 +189,13 @@ Deno.test("toHttpError: each domain error kind gets the contract's status and co
     ["throttled", 429, "rate_limited"],
     ["unavailable", 503, "upstream_unavailable"],
     ["upstream_failed", 502, "upstream_error"],
+    ["unauthenticated", 401, "unauthorized"],
+    ["scope_binding", 400, "scope_binding"],
+    ["batch_too_large", 400, "batch_too_large"],
+    ["sync_batch_too_large", 400, "sync_batch_too_large"],
+    ["queue_full", 503, "queue_full"],
+    ["service_unavailable", 503, "service_unavailable"],
+    ["internal", 500, "internal_error"],
   ];
   for (const [kind, status, code] of cases) {
     const mapped = toHttpError(new DomainError(kind, `a ${kind} error`));
@@ -200,4 +207,14 @@ Deno.test("toHttpError: each domain error kind gets the contract's status and co
     new DomainError("throttled", "slow down", { retryAfterSeconds: 3 }),
   );
   assert.equal(throttled.headers["Retry-After"], "3");
+  const challenged = toHttpError(
+    new DomainError("unauthenticated", "who are you", { challenge: 'Bearer realm="cdp"' }),
+  );
+  assert.deepEqual(challenged.headers, { "WWW-Authenticate": 'Bearer realm="cdp"' });
+  // A 5xx is logged with what failed underneath, as when lib/ threw HttpError with that cause.
+  const underneath = new Error("kv: database is locked");
+  const wrapped = new DomainError("service_unavailable", "queue down", { cause: underneath });
+  assert.equal(toHttpError(wrapped).cause, underneath);
+  const alone = new DomainError("internal", "no cause of its own");
+  assert.equal(toHttpError(alone).cause, alone);
 });
