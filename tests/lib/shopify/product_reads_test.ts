@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { loadConfig } from "../../../lib/config.ts";
 import { DomainError } from "../../../lib/errors.ts";
+import { toHttpError } from "../../../lib/http/errors.ts";
 import type { Product, ShopifyAdmin } from "../../../lib/shopify/admin_client.ts";
 import { createProductReads, type ProductReads } from "../../../lib/shopify/product_reads.ts";
 import { createBrand } from "../../../lib/tenancy/brands.ts";
@@ -40,7 +41,7 @@ function fakeAdmin() {
 }
 
 async function withReads(
-  options: { accessToken?: string; ttlSeconds?: string },
+  options: { accessToken?: string; ttlSeconds?: string; encryptionKey?: string },
   fn: (
     reads: ProductReads,
     fake: ReturnType<typeof fakeAdmin>,
@@ -66,6 +67,9 @@ async function withReads(
       ...(options.ttlSeconds === undefined
         ? {}
         : { PRODUCT_CACHE_TTL_SECONDS: options.ttlSeconds }),
+      ...(options.encryptionKey === undefined
+        ? {}
+        : { TOKEN_ENCRYPTION_KEY: options.encryptionKey }),
     });
     const fake = fakeAdmin();
     const reads = createProductReads({
@@ -118,6 +122,25 @@ Deno.test("product reads: without a stored token, forbidden before Shopify is ca
       assert.ok(err instanceof DomainError);
       assert.equal(err.kind, "forbidden");
       assert.match(err.message, /no access token is stored/);
+      return true;
+    });
+    assert.deepEqual(fake.calls, []);
+  });
+});
+
+Deno.test("product reads: a token the configured key cannot decrypt is a 500 naming it, before Shopify", async () => {
+  // Stored under the generated key; read with another (TOKEN_ENCRYPTION_KEY changed).
+  const otherKey = btoa(String.fromCharCode(...new Uint8Array(32).fill(7)));
+  await withReads({ accessToken: TOKEN, encryptionKey: otherKey }, async (reads, fake, brand) => {
+    await assert.rejects(reads.get(brand, "7"), (err: unknown) => {
+      assert.ok(err instanceof DomainError);
+      assert.equal(err.kind, "internal");
+      const answer = toHttpError(err);
+      assert.deepEqual([answer.status, answer.code, answer.message], [
+        500,
+        "internal_error",
+        "The stored access token cannot be decrypted",
+      ]);
       return true;
     });
     assert.deepEqual(fake.calls, []);
