@@ -142,8 +142,10 @@ Deno.test("rateLimit middleware: RateLimit-* headers, then 429 with Retry-After"
     app.use(rateLimit({
       kv,
       now: clock.now,
-      policy: { name: "mw", limit: 2, windowMs: 60_000 },
-      subject: (c) => c.req.header("x-subject") ?? null,
+      rules: [{
+        policy: { name: "mw", limit: 2, windowMs: 60_000 },
+        subject: (c) => c.req.header("x-subject") ?? null,
+      }],
     }));
     app.get("/", (c) => c.text("ok"));
 
@@ -261,8 +263,10 @@ Deno.test("rateLimit middleware, sum-counted: headers and 429 as the exact limit
     app.use(rateLimit({
       kv,
       now: clock.now,
-      policy: { name: "mw", limit: 2, windowMs: 60_000, counting: "sum" },
-      subject: () => "s1",
+      rules: [{
+        policy: { name: "mw", limit: 2, windowMs: 60_000, counting: "sum" },
+        subject: () => "s1",
+      }],
     }));
     app.get("/", (c) => c.text("ok"));
     for (const remaining of ["1", "0"]) {
