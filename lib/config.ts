@@ -112,7 +112,7 @@ export interface Config {
   logLevel: "debug" | "info" | "warn" | "error";
   /** The operator API's bearer token; unset, `/admin` does not exist. */
   adminToken: string | undefined;
-  /** Failed `/admin` authentications per client address per minute (a valid token always passes). */
+  /** Failed `/admin` authentications per client address per minute (the token always passes). */
   adminRateLimitPerMinute: number;
   /** The CLI runs its commands on the service at this URL (with `adminToken`) instead. */
   adminUrl: string | undefined;

@@ -224,7 +224,8 @@ async function _syncThrottle(deps: AppDeps, auth: AuthContext): Promise<void> {
     throw new HttpError(
       429,
       "sync_throttled",
-      `at most ${result.limit} sync requests per minute per ${per}; retry after ${result.retryAfterSeconds}s`,
+      `at most ${result.limit} sync requests per minute per ${per}; ` +
+        `retry after ${result.retryAfterSeconds}s`,
       { headers: { "Retry-After": String(result.retryAfterSeconds) } },
     );
   }

@@ -58,7 +58,8 @@ export function adminAuth(options: AdminAuthOptions): MiddlewareHandler {
       throw new HttpError(
         429,
         "rate_limited",
-        `Too many failed admin authentications from this address; retry after ${counted.retryAfterSeconds}s`,
+        "Too many failed admin authentications from this address; retry after " +
+          `${counted.retryAfterSeconds}s`,
         { headers: { "Retry-After": String(counted.retryAfterSeconds) } },
       );
     }

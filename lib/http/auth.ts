@@ -43,8 +43,9 @@ const _KNOWN_KEYS = 10_000;
  * Bearer API-key authentication: resolves key → brand → scope into `c.var.auth`, or 401. The
  * key record is read on every request (a revocation applies to the next one); the brand comes
  * from `brands`, checked against the brand's version, read with the keys `prefetch` names (the
- * limiters' windows of the key and its brand), which land in `c.var.kvPrefetch`. A key's id and brand never change, so once
- * a key has been seen they are known ahead and all of it is one `getMany`.
+ * limiters' windows of the key and of its brand), which land in `c.var.kvPrefetch`. A key's id
+ * and brand never change, so once a key has been seen they are known ahead and all of it is one
+ * `getMany`.
  */
 export function apiKeyAuth<E extends AuthEnv = AuthEnv>(
   deps: { kv: Deno.Kv; sql: Sql; now: () => Date },

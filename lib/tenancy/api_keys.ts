@@ -261,8 +261,9 @@ export async function rotateApiKey(
     if (entry.value.replaced_by !== undefined) {
       throw new DomainError(
         "conflict",
-        `Key ${entry.value.id} was rotated already: its replacement is ${entry.value.replaced_by} ` +
-          `and it stops at ${entry.value.expires_at}; rotate the replacement instead`,
+        `Key ${entry.value.id} was rotated already: its replacement is ` +
+          `${entry.value.replaced_by} and it stops at ${entry.value.expires_at}; rotate the ` +
+          "replacement instead",
       );
     }
     const graceEnd = now.getTime() + input.graceMs;
