@@ -103,7 +103,9 @@ async function main(): Promise<number> {
     SHOPIFY_API_KEY: APP_KEY,
     SHOPIFY_API_SECRET: APP_SECRET,
     RATE_LIMIT_PER_MINUTE: "1000000",
+    BRAND_RATE_LIMIT_PER_MINUTE: "1000000",
     QUERY_RATE_LIMIT_PER_MINUTE: "1000000",
+    BRAND_QUERY_RATE_LIMIT_PER_MINUTE: "1000000",
   });
   const sql = connectPostgres(url.toString(), 10);
   const kv = await Deno.openKv(":memory:");

@@ -607,7 +607,9 @@ async function httpCountPair(
   const config = loadConfig({
     DATA_DIR: "/nonexistent",
     RATE_LIMIT_PER_MINUTE: "10000000",
+    BRAND_RATE_LIMIT_PER_MINUTE: "10000000",
     QUERY_RATE_LIMIT_PER_MINUTE: "10000000",
+    BRAND_QUERY_RATE_LIMIT_PER_MINUTE: "10000000",
   });
   const app = createApp({
     kv,

@@ -583,6 +583,7 @@ async function benchService(
     KV_PATH: `${dataDir}/kv.sqlite3`,
     DATABASE_URL: databaseUrl,
     RATE_LIMIT_PER_MINUTE: "100000000",
+    BRAND_RATE_LIMIT_PER_MINUTE: "100000000",
   };
   progress(`${name}: provisioning a brand and a key with the operator CLI`);
   const { brandId, key } = await provision(env);
@@ -742,6 +743,7 @@ async function benchSustained(
     KV_PATH: `${dataDir}/kv.sqlite3`,
     DATABASE_URL: databaseUrl,
     RATE_LIMIT_PER_MINUTE: "100000000",
+    BRAND_RATE_LIMIT_PER_MINUTE: "100000000",
   };
   progress(`${name}: provisioning a brand and a key with the operator CLI`);
   const { key } = await provision(env);

@@ -24,8 +24,16 @@ const envSchema = z.object({
   QUERY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
   KEY_ROTATION_GRACE_SECONDS: z.coerce.number().int().min(0).max(30 * 86400).default(86400),
   PIXEL_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(120),
-  TRUST_PROXY: z.enum(["true", "false"]).default("false"),
+  // `true`/`false` are the older spelling of 1 and 0 hops, kept so existing deployments keep
+  // working.
+  TRUST_PROXY: z.string().regex(/^(true|false|\d{1,2})$/, "a number of proxy hops, or true/false")
+    .transform((value) => value === "true" ? 1 : value === "false" ? 0 : Number(value))
+    .pipe(z.number().int().min(0).max(10))
+    .default(0),
   SYNC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(60),
+  BRAND_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(3600),
+  BRAND_QUERY_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(360),
+  BRAND_SYNC_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(180),
   SYNC_BUDGET_MS: z.coerce.number().int().min(1).max(60_000).default(5000),
   INGEST_RETRY_BACKOFF_MS: z.string().regex(/^\d+(,\d+){0,4}$/, "up to 5 comma-separated ms")
     .default("1000,5000,30000,120000,600000"),
@@ -68,11 +76,18 @@ export interface Config {
   syncRateLimitPerMinute: number;
   pixelRateLimitPerMinute: number;
   queryRateLimitPerMinute: number;
+  /** Brand-wide ceilings of the API-wide, query and sync throttles, whatever the number of keys. */
+  brandRateLimitPerMinute: number;
+  brandQueryRateLimitPerMinute: number;
+  brandSyncRateLimitPerMinute: number;
   /** statement_timeout of one query-API or export statement. */
   queryTimeoutMs: number;
   keyRotationGraceSeconds: number;
-  /** Take the client address from X-Forwarded-For (only behind a proxy that sets it). */
-  trustProxy: boolean;
+  /**
+   * Reverse proxies in front of the service that append to X-Forwarded-For: the client address
+   * is the entry this many from the right (0: the socket's peer).
+   */
+  trustProxy: number;
   syncBudgetMs: number;
   ingestRetryBackoffMs: number[];
   /** Lifetime of a cached Admin API product read; 0 turns the cache off. */
@@ -97,7 +112,7 @@ export interface Config {
   logLevel: "debug" | "info" | "warn" | "error";
   /** The operator API's bearer token; unset, `/admin` does not exist. */
   adminToken: string | undefined;
-  /** Requests to `/admin` per client address per minute, failed ones included. */
+  /** Failed `/admin` authentications per client address per minute (the token always passes). */
   adminRateLimitPerMinute: number;
   /** The CLI runs its commands on the service at this URL (with `adminToken`) instead. */
   adminUrl: string | undefined;
@@ -158,9 +173,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     syncRateLimitPerMinute: e.SYNC_RATE_LIMIT_PER_MINUTE,
     pixelRateLimitPerMinute: e.PIXEL_RATE_LIMIT_PER_MINUTE,
     queryRateLimitPerMinute: e.QUERY_RATE_LIMIT_PER_MINUTE,
+    brandRateLimitPerMinute: e.BRAND_RATE_LIMIT_PER_MINUTE,
+    brandQueryRateLimitPerMinute: e.BRAND_QUERY_RATE_LIMIT_PER_MINUTE,
+    brandSyncRateLimitPerMinute: e.BRAND_SYNC_RATE_LIMIT_PER_MINUTE,
     queryTimeoutMs: e.QUERY_TIMEOUT_MS,
     keyRotationGraceSeconds: e.KEY_ROTATION_GRACE_SECONDS,
-    trustProxy: e.TRUST_PROXY === "true",
+    trustProxy: e.TRUST_PROXY,
     syncBudgetMs: e.SYNC_BUDGET_MS,
     ingestRetryBackoffMs: e.INGEST_RETRY_BACKOFF_MS.split(",").map(Number),
     productCacheTtlSeconds: e.PRODUCT_CACHE_TTL_SECONDS,

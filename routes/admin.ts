@@ -21,7 +21,6 @@ import { bodyLimit } from "../lib/http/body_limit.ts";
 import { clientAddress } from "../lib/http/client_address.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import { errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
-import { rateLimit } from "../lib/http/rate_limit.ts";
 import { databaseFailure } from "../lib/store/db.ts";
 
 const _ARGS_EXAMPLE = ["--brand", "01M86TDT9CSKW28VQJZ3VT7SDR"];
@@ -96,16 +95,16 @@ export function adminRoutes(
   });
 
   const router = newRouter();
-  // Counted before the token is checked: guesses are throttled too.
+  // The token is checked first: only failures are counted, per client address.
   router.use(
     "/admin/*",
-    rateLimit({
+    adminAuth({
+      token: options.token,
       kv: deps.kv,
       now: deps.now,
-      policy: { name: "admin", limit: deps.config.adminRateLimitPerMinute, windowMs: 60_000 },
-      subject: (c) => clientAddress(c, deps.config.trustProxy),
+      failuresPerMinute: deps.config.adminRateLimitPerMinute,
+      source: (c) => clientAddress(c, deps.config.trustProxy),
     }),
-    adminAuth(options.token),
   );
   // A FILE body is streamed into the command, of any size; arguments in JSON are bounded.
   const jsonLimit = bodyLimit({

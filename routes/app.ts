@@ -7,7 +7,6 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { except } from "hono/combine";
 import { cors } from "hono/cors";
-import { requestId } from "hono/request-id";
 import { adminRoutes } from "./admin.ts";
 import type { Commands } from "../lib/admin/command.ts";
 import { appPageRoutes } from "./app_pages/app_pages.tsx";
@@ -37,6 +36,9 @@ import { routeSpan } from "../lib/http/route_span.ts";
 import { newRouter } from "../lib/http/openapi.ts";
 import { rateCounterWindow, rateLimit, type RateLimitPolicy } from "../lib/http/rate_limit.ts";
 import { usageMeter } from "../lib/http/usage.ts";
+import { requestIds } from "../lib/http/request_id.ts";
+import { securityHeaders } from "../lib/http/security_headers.ts";
+import { ulidSource } from "../lib/ids.ts";
 
 // Routes under /cdp that do not take an API key (session tokens, or no credential at all).
 const _NOT_API_KEY_ROUTES = ["/cdp/ingest", "/cdp/keys", "/cdp/keys/*"];
@@ -69,7 +71,11 @@ export function createApp(
   // First, so that the access log and the span see every request, the rejected ones included.
   if (deps.log) app.use(accessLog({ log: deps.log }));
   app.use(routeSpan());
-  app.use(requestId({ generator: () => deps.newId() }));
+  // Every answer, errors and the dashboard included (which sets its own framing headers).
+  app.use(securityHeaders());
+  // A request id of the server's own, never the caller's: it keys usage records and log lines.
+  // Not deps.newId: a request must get an id even when that source fails.
+  app.use(requestIds(ulidSource()));
   app.use(cors({
     origin: "*",
     allowHeaders: ["Authorization", "Content-Type", "X-Request-Id"],
@@ -103,13 +109,16 @@ export function createApp(
     ),
   );
   // The API-wide and query limits see every request: counted with a commutative sum, so hot
-  // keys never retry (docs/architecture.md states the over-admission bound).
-  const apiPolicy: RateLimitPolicy = {
-    name: "api",
-    limit: deps.config.rateLimitPerMinute,
+  // keys never retry (docs/architecture.md states the over-admission bound). Each has a per-key
+  // limit and a brand-wide ceiling, so minting more keys does not multiply a brand's share.
+  const perMinute = (name: string, limit: number): RateLimitPolicy => ({
+    name,
+    limit,
     windowMs: 60_000,
     counting: "sum",
-  };
+  });
+  const apiPolicy = perMinute("api", deps.config.rateLimitPerMinute);
+  const apiBrandPolicy = perMinute("api_brand", deps.config.brandRateLimitPerMinute);
   // One group commit per KV database: concurrent requests share KV transactions.
   const kvCommit = createGroupCommit(deps.kv);
   const queueCommit = deps.queueKv && deps.queueKv !== deps.kv
@@ -120,14 +129,19 @@ export function createApp(
     rateLimit({
       kv: deps.kv,
       now: deps.now,
-      policy: apiPolicy,
-      subject: (c) => c.get("auth").keyId,
+      rules: [
+        { policy: apiPolicy, subject: (c) => c.get("auth").keyId, per: "key" },
+        { policy: apiBrandPolicy, subject: (c) => c.get("auth").brandId, per: "brand" },
+      ],
     }),
   ];
   const brands = createBrandCache({ ttlMs: _BRAND_CACHE_TTL_MS, now: deps.now });
   const apiKeys = apiKeyAuth<AppEnv>(deps, {
     brands,
-    prefetch: (keyId) => [rateCounterWindow(apiPolicy, keyId, deps.now()).key],
+    prefetch: (key) => [
+      rateCounterWindow(apiPolicy, key.id, deps.now()).key,
+      rateCounterWindow(apiBrandPolicy, key.brand, deps.now()).key,
+    ],
   });
   app.use("/cdp/*", except(_NOT_API_KEY_ROUTES, apiKeys, ...metered));
   // In Hono "/cdp/keys/*" also matches "/cdp/keys" itself.
@@ -138,13 +152,18 @@ export function createApp(
     rateLimit({
       kv: deps.kv,
       now: deps.now,
-      policy: {
-        name: "query",
-        limit: deps.config.queryRateLimitPerMinute,
-        windowMs: 60_000,
-        counting: "sum",
-      },
-      subject: (c) => c.get("auth").keyId,
+      rules: [
+        {
+          policy: perMinute("query", deps.config.queryRateLimitPerMinute),
+          subject: (c) => c.get("auth").keyId,
+          per: "key",
+        },
+        {
+          policy: perMinute("query_brand", deps.config.brandQueryRateLimitPerMinute),
+          subject: (c) => c.get("auth").brandId,
+          per: "brand",
+        },
+      ],
     }),
   );
 

@@ -6,7 +6,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { z as zod } from "zod";
 import type { AppDeps } from "../lib/http/app_env.ts";
-import { requireScope } from "../lib/http/auth.ts";
+import { type AuthContext, requireScope } from "../lib/http/auth.ts";
 import type { ApplyResult, EventBatch } from "../lib/engine/engine.ts";
 import { bufferBody } from "../lib/http/body_limit.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -22,7 +22,7 @@ import {
 } from "../lib/ingest/edge.ts";
 import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
 import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
-import { hitRateLimit } from "../lib/http/rate_limit.ts";
+import { hitRateLimits } from "../lib/http/rate_limit.ts";
 import { meterInto } from "../lib/http/usage.ts";
 
 const EventTypeSchema = z.object({
@@ -168,7 +168,7 @@ export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }
     const scope = requireScope(c);
     const auth = c.get("auth");
     const sync = c.req.valid("query").sync === "true";
-    if (sync) await _syncThrottle(deps, auth.keyId);
+    if (sync) await _syncThrottle(deps, auth);
     const { accepted, rejected } = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: sync ? MAX_SYNC_BATCH : MAX_ASYNC_BATCH,
       tooLargeCode: sync ? "sync_batch_too_large" : "batch_too_large",
@@ -209,14 +209,23 @@ export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }
   return router;
 }
 
-async function _syncThrottle(deps: AppDeps, keyId: string): Promise<void> {
-  const policy = { name: "sync", limit: deps.config.syncRateLimitPerMinute, windowMs: 60_000 };
-  const result = await hitRateLimit(deps.kv, policy, keyId, deps.now());
+// Per key, and a brand-wide ceiling so that minting more keys does not multiply the brand's share.
+async function _syncThrottle(deps: AppDeps, auth: AuthContext): Promise<void> {
+  const perMinute = (name: string, limit: number) => ({ name, limit, windowMs: 60_000 });
+  const result = await hitRateLimits(deps.kv, [
+    { policy: perMinute("sync", deps.config.syncRateLimitPerMinute), subject: auth.keyId },
+    {
+      policy: perMinute("sync_brand", deps.config.brandSyncRateLimitPerMinute),
+      subject: auth.brandId,
+    },
+  ], deps.now());
   if (!result.allowed) {
+    const per = result.policy.name === "sync" ? "key" : "brand";
     throw new HttpError(
       429,
       "sync_throttled",
-      `at most ${policy.limit} sync requests per minute; retry after ${result.retryAfterSeconds}s`,
+      `at most ${result.limit} sync requests per minute per ${per}; ` +
+        `retry after ${result.retryAfterSeconds}s`,
       { headers: { "Retry-After": String(result.retryAfterSeconds) } },
     );
   }

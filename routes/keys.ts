@@ -136,6 +136,10 @@ const rotate = createRoute({
   path: "/cdp/keys/rotate",
   tags: ["Keys"],
   summary: "Replace a key; the old one keeps working for the grace period",
+  description: "Issues a replacement with the same name and expiry; the old key works until " +
+    "`previous.expires_at`. A key already rotated (in its grace period) is 409 `conflict` " +
+    "naming its replacement: the replacement's plaintext was shown once and is not kept, and a " +
+    "second replacement would stop with the grace.",
   security: sessionSecurity,
   request: { body: jsonBody(KeyIdBody, { id: _KEY.id }) },
   responses: {
@@ -154,7 +158,10 @@ const rotate = createRoute({
       },
     ),
     ...errorResponses(400, 401, 404, 405, 429, 503),
-    409: conflictResponse("Key not live", "The key is revoked or expired; issue a new one"),
+    409: conflictResponse(
+      "Key not live, or rotated already (a rotation is not repeated: rotate its replacement)",
+      "The key is revoked or expired; issue a new one",
+    ),
   },
 });
 

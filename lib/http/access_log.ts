@@ -1,7 +1,8 @@
 /**
  * The access log: one JSON line per request, written when the response is ready, with the
- * method, the route pattern (never the path's ids), the status, the duration, the request id and
- * the brand when authentication found one. Never a credential, a query string or a body.
+ * method, the route pattern (never the path's ids), the status, the duration, the server's request
+ * id, the brand when authentication found one and the caller's own `X-Request-Id` when it sent
+ * one. Never a credential, a query string or a body.
  *
  * @module
  */
@@ -32,6 +33,7 @@ export function accessLog(deps: {
     await next();
     const status = c.res.status;
     const auth = c.get("auth") as { brandId?: string } | undefined;
+    const clientRequestId = c.get("clientRequestId") as string | null | undefined;
     deps.log(status >= 500 ? "warn" : "info", "request", {
       method: c.req.method,
       route: routePattern(c),
@@ -39,6 +41,7 @@ export function accessLog(deps: {
       duration_ms: Math.round((clock() - started) * 10) / 10,
       request_id: c.get("requestId") ?? null,
       brand_id: auth?.brandId ?? null,
+      ...(clientRequestId ? { client_request_id: clientRequestId } : {}),
     });
   };
 }

@@ -13,7 +13,7 @@ import type { Engine } from "../engine/engine.ts";
 import type { ShopifyAdmin } from "../shopify/admin_client.ts";
 import type { AuthVariables } from "./auth.ts";
 import type { BodyVariables } from "./body_limit.ts";
-import type { RequestIdVariables } from "hono/request-id";
+import type { RequestIdVariables } from "./request_id.ts";
 import type { MeterVariables } from "./usage.ts";
 
 /** Everything the app needs from outside, passed in so tests can swap stores and the clock. */

@@ -42,18 +42,22 @@ const _KNOWN_KEYS = 10_000;
 /**
  * Bearer API-key authentication: resolves key → brand → scope into `c.var.auth`, or 401. The
  * key record is read on every request (a revocation applies to the next one); the brand comes
- * from `brands`, checked against the brand's version, read with the keys `prefetch` names (a
- * limiter's window), which land in `c.var.kvPrefetch`. A key's id and brand never change, so once
- * a key has been seen they are known ahead and all of it is one `getMany`.
+ * from `brands`, checked against the brand's version, read with the keys `prefetch` names (the
+ * limiters' windows of the key and of its brand), which land in `c.var.kvPrefetch`. A key's id
+ * and brand never change, so once a key has been seen they are known ahead and all of it is one
+ * `getMany`.
  */
 export function apiKeyAuth<E extends AuthEnv = AuthEnv>(
   deps: { kv: Deno.Kv; sql: Sql; now: () => Date },
-  options: { brands: BrandCache; prefetch?: (keyId: string) => Deno.KvKey[] },
+  options: {
+    brands: BrandCache;
+    prefetch?: (key: { id: string; brand: string }) => Deno.KvKey[];
+  },
 ): MiddlewareHandler<E> {
   const known = new Map<string, { id: string; brand: string }>();
   const alsoRead = (key: { id: string; brand: string }) => [
     brandVersionKey(key.brand),
-    ...(options.prefetch?.(key.id) ?? []),
+    ...(options.prefetch?.(key) ?? []),
   ];
   return async function apiKeyAuthMiddleware(c, next) {
     const token = _bearer(c);

@@ -87,6 +87,12 @@ export async function admitBySum(
   };
 }
 
+/** One limit a request meets: a policy, and the subject (a key, a brand, an address) it counts. */
+export interface RateLimitHit {
+  policy: RateLimitPolicy;
+  subject: string;
+}
+
 /**
  * Counts a hit for `subject` in the current fixed window. The read-check-write is one atomic
  * KV operation (retried on contention), so the limit holds across processes and isolates.
@@ -97,99 +103,159 @@ export async function hitRateLimit(
   subject: string,
   now: Date,
 ): Promise<RateLimitResult> {
-  const windowStart = Math.floor(now.getTime() / policy.windowMs) * policy.windowMs;
-  const key = rateLimitKey(policy.name, subject, windowStart);
-  const retryAfterSeconds = Math.max(
-    1,
-    Math.ceil((windowStart + policy.windowMs - now.getTime()) / 1000),
-  );
-  // A failed check means another hit was counted, and a window counts at most `limit` hits, so
-  // `limit + 1` attempts always end in a verdict: contention alone never refuses a hit.
-  for (let attempt = 0; attempt <= policy.limit; attempt++) {
-    const entry = await kv.get<number>(key);
-    const count = entry.value ?? 0;
-    if (count >= policy.limit) {
-      return { allowed: false, limit: policy.limit, remaining: 0, retryAfterSeconds };
-    }
-    const result = await kv.atomic().check(entry)
-      .set(key, count + 1, { expireIn: policy.windowMs + 60_000 })
-      .commit();
-    if (result.ok) {
-      return {
-        allowed: true,
-        limit: policy.limit,
-        remaining: policy.limit - count - 1,
-        retryAfterSeconds,
-      };
-    }
-  }
-  // Unreachable while only hitRateLimit writes the key; refusing is the safe answer.
-  return { allowed: false, limit: policy.limit, remaining: 0, retryAfterSeconds };
+  const { policy: _, ...result } = await hitRateLimits(kv, [{ policy, subject }], now);
+  return result;
 }
 
 /**
- * Middleware factory: throttles by `subject(c)` (skipped when it returns null), sets the IETF
- * `RateLimit-*` headers, and answers 429 with `Retry-After` past the limit. A `sum`-counted hit
- * joins the usage meter's one KV commit when there is one (else it commits at once), and reads
- * its window from `c.var.kvPrefetch` when authentication read it ahead.
+ * Counts one hit against several check-and-set limits at once (a key's and its brand's): all
+ * are counted in one atomic KV operation, or none when one of them is full. The result is the
+ * refusing limit's, or else the one with the fewest hits left, with its `policy`.
+ */
+export async function hitRateLimits(
+  kv: Deno.Kv,
+  hits: RateLimitHit[],
+  now: Date,
+): Promise<RateLimitResult & { policy: RateLimitPolicy }> {
+  const windows = hits.map(({ policy, subject }) => {
+    const windowStart = Math.floor(now.getTime() / policy.windowMs) * policy.windowMs;
+    return {
+      policy,
+      key: rateLimitKey(policy.name, subject, windowStart),
+      retryAfterSeconds: Math.max(
+        1,
+        Math.ceil((windowStart + policy.windowMs - now.getTime()) / 1000),
+      ),
+    };
+  });
+  const refused = (window: (typeof windows)[number]) => ({
+    allowed: false,
+    limit: window.policy.limit,
+    remaining: 0,
+    retryAfterSeconds: window.retryAfterSeconds,
+    policy: window.policy,
+  });
+  // A failed check means another hit was counted, and the windows count at most their limits
+  // together, so that many attempts plus one always end in a verdict: contention alone never
+  // refuses a hit.
+  const attempts = windows.reduce((sum, window) => sum + window.policy.limit, 0);
+  for (let attempt = 0; attempt <= attempts; attempt++) {
+    const entries = await kv.getMany<number[]>(windows.map((window) => window.key));
+    const full = windows.findIndex((window, i) => (entries[i]!.value ?? 0) >= window.policy.limit);
+    if (full >= 0) return refused(windows[full]!);
+    const op = kv.atomic();
+    let tightest = 0;
+    windows.forEach((window, i) => {
+      const entry = entries[i]!;
+      const count = entry.value ?? 0;
+      op.check(entry).set(window.key, count + 1, { expireIn: window.policy.windowMs + 60_000 });
+      const left = window.policy.limit - count - 1;
+      const tightestLeft = windows[tightest]!.policy.limit - (entries[tightest]!.value ?? 0) - 1;
+      if (left < tightestLeft) tightest = i;
+    });
+    if ((await op.commit()).ok) {
+      const window = windows[tightest]!;
+      return {
+        allowed: true,
+        limit: window.policy.limit,
+        remaining: window.policy.limit - (entries[tightest]!.value ?? 0) - 1,
+        retryAfterSeconds: window.retryAfterSeconds,
+        policy: window.policy,
+      };
+    }
+  }
+  // Unreachable while only this function writes the keys; refusing is the safe answer.
+  return refused(windows[0]!);
+}
+
+/** One limit of a {@linkcode rateLimit} middleware. */
+export interface RateLimitRule {
+  policy: RateLimitPolicy;
+  /** What the limit counts for this request; null skips the limit. */
+  subject: (c: Context<AppEnv>) => string | null;
+  /** Whom the limit is per, for the 429's description (`key`, `brand`). */
+  per?: string;
+}
+
+/**
+ * Middleware factory: throttles each request against every rule (a rule whose subject is null
+ * is skipped), sets the IETF `RateLimit-*` headers of the tightest limit, and answers 429 with
+ * `Retry-After` past any of them; a refused request is counted by none. `sum`-counted hits join
+ * the usage meter's one KV commit when there is one (else they commit at once), and read their
+ * windows from `c.var.kvPrefetch` when authentication read them ahead.
  */
 export function rateLimit(options: {
   kv: Deno.Kv;
   now: () => Date;
-  policy: RateLimitPolicy;
-  subject: (c: Context<AppEnv>) => string | null;
+  rules: RateLimitRule[];
   code?: ErrorCode;
 }): MiddlewareHandler<AppEnv> {
   return async function rateLimitMiddleware(c, next) {
-    const subject = options.subject(c);
-    if (subject === null) return await next();
-    const result = await _hit(c, options, subject);
+    const now = options.now();
+    const exact: (RateLimitHit & { per?: string })[] = [];
+    const summed: { rule: RateLimitRule; result: Awaited<ReturnType<typeof admitBySum>> }[] = [];
+    for (const rule of options.rules) {
+      const subject = rule.subject(c);
+      if (subject === null) continue;
+      if (rule.policy.counting !== "sum") {
+        exact.push({ policy: rule.policy, subject, per: rule.per });
+        continue;
+      }
+      const { key } = rateCounterWindow(rule.policy, subject, now);
+      const prefetched = c.get("kvPrefetch")?.get(kvKeyId(key));
+      summed.push({
+        rule,
+        result: await admitBySum(options.kv, rule.policy, subject, now, prefetched),
+      });
+    }
+    if (exact.length === 0 && summed.length === 0) return await next();
+    const outcomes: (RateLimitResult & { per?: string; windowMs: number })[] = summed.map((
+      { rule, result },
+    ) => ({ ...result, per: rule.per, windowMs: rule.policy.windowMs }));
+    // The exact limits count at once, so they are asked only once the summed ones admit.
+    if (outcomes.every((outcome) => outcome.allowed) && exact.length > 0) {
+      const result = await hitRateLimits(options.kv, exact, now);
+      const per = exact.find((hit) => hit.policy === result.policy)?.per;
+      outcomes.push({ ...result, per, windowMs: result.policy.windowMs });
+    }
+    const refusal = outcomes.find((outcome) => !outcome.allowed);
+    const shown = refusal ??
+      outcomes.reduce((tightest, outcome) =>
+        outcome.remaining < tightest.remaining ? outcome : tightest
+      );
     const headers = {
-      "RateLimit-Limit": String(result.limit),
-      "RateLimit-Remaining": String(result.remaining),
-      "RateLimit-Reset": String(result.retryAfterSeconds),
+      "RateLimit-Limit": String(shown.limit),
+      "RateLimit-Remaining": String(shown.remaining),
+      "RateLimit-Reset": String(shown.retryAfterSeconds),
     };
-    if (!result.allowed) {
+    if (refusal) {
       throw new HttpError(
         429,
         options.code ?? "rate_limited",
-        `Rate limit of ${result.limit} requests per ${
-          options.policy.windowMs / 1000
-        }s exceeded; retry after ${result.retryAfterSeconds}s`,
-        { headers: { ...headers, "Retry-After": String(result.retryAfterSeconds) } },
+        `Rate limit of ${refusal.limit} requests per ${refusal.windowMs / 1000}s${
+          refusal.per ? ` per ${refusal.per}` : ""
+        } exceeded; retry after ${refusal.retryAfterSeconds}s`,
+        { headers: { ...headers, "Retry-After": String(refusal.retryAfterSeconds) } },
       );
     }
+    await _countSummed(c, options.kv, summed.map(({ result }) => result.count));
     await next();
     for (const [name, value] of Object.entries(headers)) c.res.headers.set(name, value);
   };
 }
 
-async function _hit(
+async function _countSummed(
   c: Context<AppEnv>,
-  options: { kv: Deno.Kv; now: () => Date; policy: RateLimitPolicy },
-  subject: string,
-): Promise<RateLimitResult> {
-  const now = options.now();
-  if (options.policy.counting !== "sum") {
-    return await hitRateLimit(options.kv, options.policy, subject, now);
-  }
-  const { key } = rateCounterWindow(options.policy, subject, now);
-  const prefetched = c.get("kvPrefetch")?.get(kvKeyId(key));
-  const { count, ...result } = await admitBySum(
-    options.kv,
-    options.policy,
-    subject,
-    now,
-    prefetched,
-  );
-  if (!result.allowed) return result;
+  kv: Deno.Kv,
+  counts: ((op: Deno.AtomicOperation) => void)[],
+): Promise<void> {
+  if (counts.length === 0) return;
   const meter = c.get("meter");
   if (meter && !meter.done) {
-    meter.writes.push(count);
-  } else {
-    const op = options.kv.atomic();
-    count(op);
-    await op.commit();
+    meter.writes.push(...counts);
+    return;
   }
-  return result;
+  const op = kv.atomic();
+  for (const count of counts) count(op);
+  await op.commit();
 }

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Context, MiddlewareHandler } from "hono";
-import type { RequestIdVariables } from "hono/request-id";
+import type { RequestIdVariables } from "./request_id.ts";
 import type { AuthVariables } from "./auth.ts";
 import { toHttpError } from "./errors.ts";
 import { log } from "../log.ts";
@@ -36,7 +36,10 @@ const _RECORD_TTL_MS = 90 * 24 * 3600 * 1000;
 
 /** One metered request. */
 export interface UsageRecord {
+  /** The server's id of the request (the record's KV key): one record per request. */
   request_id: string;
+  /** The caller's `X-Request-Id`, when it sent a safe one: for the caller's own correlation. */
+  client_request_id: string | null;
   key_id: string;
   method: string;
   route: string;
@@ -118,6 +121,7 @@ export function meterInto<E extends MeterEnv>(
   const family = routeFamily(c.req.path);
   const record: UsageRecord = {
     request_id: c.get("requestId"),
+    client_request_id: c.get("clientRequestId") ?? null,
     key_id: auth.keyId,
     method: c.req.method,
     route: c.req.routePath,

@@ -66,6 +66,11 @@ export function usageRecordKey(brandId: string, day: string, requestId: string):
   return ["usage", "requests", brandId, day, requestId];
 }
 
+/** Prefix of one brand's usage records, by day. */
+export function usageRecordsOfBrandPrefix(brandId: string): Deno.KvKey {
+  return ["usage", "requests", brandId];
+}
+
 /** Running request count of one brand, day and route family. */
 export function usageDailyKey(brandId: string, day: string, family: string): Deno.KvKey {
   return ["usage", "daily", brandId, day, family];

@@ -4,6 +4,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
+import { DomainError } from "../errors.ts";
 import {
   apiKeyByBrandKey,
   apiKeyByHashKey,
@@ -34,6 +35,8 @@ export interface ApiKeyRecord {
   last_used_at: string | null;
   revoked_at: string | null;
   expires_at: string | null;
+  /** Set by a rotation: the id of the key that replaced this one (absent until rotated). */
+  replaced_by?: string;
 }
 
 /** What a key's owner may see of its record: everything but the brand (theirs) and the hash. */
@@ -235,7 +238,10 @@ export function isLive(record: ApiKeyRecord, now: Date): boolean {
 /**
  * Replaces a live key with a new one (same name, same expiry) and lets the old one work for
  * `graceMs` more (or until its own earlier expiry), in one atomic commit. Null when the brand
- * has no such key; "not_live" when it is revoked or expired.
+ * has no such key; "not_live" when it is revoked or expired. A key rotated already (in its
+ * grace period) is a `conflict` DomainError naming its replacement: a second rotation would
+ * mint a key that expires with the grace, and the first replacement's plaintext is not kept to
+ * be answered again, so repeating a rotation is refused rather than repeated.
  */
 export async function rotateApiKey(
   deps: ApiKeyDeps,
@@ -252,17 +258,26 @@ export async function rotateApiKey(
     if (!entry.value) return null;
     const now = deps.now();
     if (!isLive(entry.value, now)) return "not_live";
+    if (entry.value.replaced_by !== undefined) {
+      throw new DomainError(
+        "conflict",
+        `Key ${entry.value.id} was rotated already: its replacement is ` +
+          `${entry.value.replaced_by} and it stops at ${entry.value.expires_at}; rotate the ` +
+          "replacement instead",
+      );
+    }
     const graceEnd = now.getTime() + input.graceMs;
     const currentEnd = entry.value.expires_at ? Date.parse(entry.value.expires_at) : Infinity;
-    const previous = {
-      ...entry.value,
-      expires_at: new Date(Math.min(graceEnd, currentEnd)).toISOString(),
-    };
     const { key, hash, record } = await _newKey(deps, {
       brandId: input.brandId,
       name: entry.value.name,
       expiresAt: entry.value.expires_at,
     });
+    const previous: ApiKeyRecord = {
+      ...entry.value,
+      expires_at: new Date(Math.min(graceEnd, currentEnd)).toISOString(),
+      replaced_by: record.id,
+    };
     const result = await deps.kv.atomic()
       .check(entry)
       .check({ key: apiKeyByHashKey(hash), versionstamp: null })

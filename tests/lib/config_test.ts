@@ -186,3 +186,33 @@ Deno.test("config: the ingest admission bounds have defaults and are checked", (
   assertInvalid({ INGEST_SOFT_BACKLOG_RATIO: "0" }, "INGEST_SOFT_BACKLOG_RATIO");
   assertInvalid({ INGEST_SOFT_BACKLOG_RATIO: "1.5" }, "INGEST_SOFT_BACKLOG_RATIO");
 });
+
+Deno.test("config: TRUST_PROXY takes a hop count; true and false are 1 and 0", () => {
+  assert.equal(loadConfig({}).trustProxy, 0);
+  assert.equal(loadConfig({ TRUST_PROXY: "false" }).trustProxy, 0);
+  assert.equal(loadConfig({ TRUST_PROXY: "true" }).trustProxy, 1);
+  assert.equal(loadConfig({ TRUST_PROXY: "0" }).trustProxy, 0);
+  assert.equal(loadConfig({ TRUST_PROXY: "2" }).trustProxy, 2);
+  for (const bad of ["yes", "-1", "11", "1.5"]) assertInvalid({ TRUST_PROXY: bad }, "TRUST_PROXY");
+});
+
+Deno.test("config: brand-wide ceilings of the API, query and sync throttles", () => {
+  const defaults = loadConfig({});
+  assert.equal(defaults.brandRateLimitPerMinute, 3600);
+  assert.equal(defaults.brandQueryRateLimitPerMinute, 360);
+  assert.equal(defaults.brandSyncRateLimitPerMinute, 180);
+  const set = loadConfig({
+    BRAND_RATE_LIMIT_PER_MINUTE: "10",
+    BRAND_QUERY_RATE_LIMIT_PER_MINUTE: "5",
+    BRAND_SYNC_RATE_LIMIT_PER_MINUTE: "2",
+  });
+  assert.deepEqual(
+    [
+      set.brandRateLimitPerMinute,
+      set.brandQueryRateLimitPerMinute,
+      set.brandSyncRateLimitPerMinute,
+    ],
+    [10, 5, 2],
+  );
+  assertInvalid({ BRAND_RATE_LIMIT_PER_MINUTE: "0" }, "BRAND_RATE_LIMIT_PER_MINUTE");
+});

@@ -81,16 +81,55 @@ Deno.test("admin: a missing or wrong token is 401; the document shows /admin onl
   }, ENV);
 });
 
-Deno.test("admin: requests are rate-limited per client before the token is checked", async () => {
+Deno.test("admin: failed attempts are limited per client; the right token is never refused", async () => {
   await withContext(async (ctx) => {
     for (let i = 0; i < 3; i++) {
       assert.equal((await command(ctx, "brand-list", [], { token: "guess" })).status, 401);
     }
-    const limited = await command(ctx, "brand-list", []);
+    const limited = await command(ctx, "brand-list", [], { token: "guess" });
     assert.equal(limited.status, 429);
     assert.equal((await errorBody(limited)).error, "rate_limited");
     assert.ok(Number(limited.headers.get("retry-after")) >= 1);
+    // Sixty guesses from the operator's own address do not lock the operator out.
+    for (let i = 0; i < 60; i++) {
+      await (await command(ctx, "brand-list", [], { token: "guess" })).body?.cancel();
+    }
+    assert.deepEqual(await ok(await command(ctx, "brand-list", [])), { brands: [] });
   }, { ...ENV, ADMIN_RATE_LIMIT_PER_MINUTE: "3" });
+});
+
+Deno.test("admin: behind the proxy, failures count per forwarded client, read from the right", async () => {
+  await withContext(async (ctx) => {
+    // Every request reaches the service from the proxy's one address (the socket's peer).
+    const proxy = { remoteAddr: { hostname: "10.0.0.1", port: 40000, transport: "tcp" } };
+    const from = (client: string, token: string, spoofed = "") =>
+      ctx.app.request("/admin/commands/brand-list", {
+        method: "POST",
+        headers: {
+          Authorization: `Bearer ${token}`,
+          "Content-Type": "application/json",
+          "X-Forwarded-For": `${spoofed}${client}`,
+        },
+        body: JSON.stringify({ args: [] }),
+      }, proxy);
+    // An attacker rotating the leftmost entry gets no fresh allowance...
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await from("203.0.113.7", "guess", `192.0.2.${i}, `)).status, 401);
+    }
+    const limited = await from("203.0.113.7", "guess", "192.0.2.99, ");
+    assert.equal(limited.status, 429);
+    await limited.body?.cancel();
+    // ...and cannot spend another client's by naming it on the left.
+    for (let i = 0; i < 3; i++) {
+      await (await from("203.0.113.7", "guess", "198.51.100.2, ")).body?.cancel();
+    }
+    const victim = await from("198.51.100.2", "guess");
+    assert.equal(victim.status, 401);
+    await victim.body?.cancel();
+    // The operator passes, from anywhere, the attacker's address included.
+    assert.equal((await from("203.0.113.7", TOKEN)).status, 200);
+    assert.equal((await from("198.51.100.2", TOKEN)).status, 200);
+  }, { ...ENV, ADMIN_RATE_LIMIT_PER_MINUTE: "3", TRUST_PROXY: "1" });
 });
 
 Deno.test("admin: brand and key commands run in the service and answer the CLI's JSON", async () => {

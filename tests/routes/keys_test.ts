@@ -151,6 +151,31 @@ Deno.test("keys: rotation keeps the old key for the grace period, then it stops"
   }, { ...ENV, KEY_ROTATION_GRACE_SECONDS: "3600" });
 });
 
+Deno.test("keys: rotating a key again in its grace period is 409 naming the replacement", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const token = () => sessionToken(ctx, brand.scope!);
+    const first = await call(ctx, await token(), "POST", "/cdp/keys/rotate", { id: brand.keyId });
+    assert.equal(first.status, 201);
+    const replacement = await first.json();
+    ctx.clock.advance(60_000);
+    const again = await call(ctx, await token(), "POST", "/cdp/keys/rotate", { id: brand.keyId });
+    assert.equal(again.status, 409);
+    const error = await errorBody(again);
+    assert.equal(error.error, "conflict");
+    assert.match(error.error_description, new RegExp(replacement.id));
+    // No key was minted to expire with the grace: the replacement is the brand's only new key.
+    const list = await (await call(ctx, await token(), "GET", "/cdp/keys")).json();
+    assert.deepEqual(list.list.map((k: { id: string }) => k.id), [brand.keyId, replacement.id]);
+    assert.equal(list.list[1].expires_at, null);
+    // The old key still works until its grace ends, and the replacement can be rotated.
+    assert.equal((await catalog(ctx, brand.key)).status, 200);
+    const next = await call(ctx, await token(), "POST", "/cdp/keys/rotate", { id: replacement.id });
+    assert.equal(next.status, 201);
+    await next.body?.cancel();
+  }, { ...ENV, KEY_ROTATION_GRACE_SECONDS: "3600" });
+});
+
 Deno.test("keys: revocation applies to the very next request; delete needs a dead key", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();

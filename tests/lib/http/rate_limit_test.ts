@@ -6,6 +6,7 @@ import { rateCounterKey, rateLimitKey } from "../../../lib/store/kv_keys.ts";
 import {
   admitBySum,
   hitRateLimit,
+  hitRateLimits,
   rateLimit,
   type RateLimitPolicy,
 } from "../../../lib/http/rate_limit.ts";
@@ -142,8 +143,10 @@ Deno.test("rateLimit middleware: RateLimit-* headers, then 429 with Retry-After"
     app.use(rateLimit({
       kv,
       now: clock.now,
-      policy: { name: "mw", limit: 2, windowMs: 60_000 },
-      subject: (c) => c.req.header("x-subject") ?? null,
+      rules: [{
+        policy: { name: "mw", limit: 2, windowMs: 60_000 },
+        subject: (c) => c.req.header("x-subject") ?? null,
+      }],
     }));
     app.get("/", (c) => c.text("ok"));
 
@@ -261,8 +264,10 @@ Deno.test("rateLimit middleware, sum-counted: headers and 429 as the exact limit
     app.use(rateLimit({
       kv,
       now: clock.now,
-      policy: { name: "mw", limit: 2, windowMs: 60_000, counting: "sum" },
-      subject: () => "s1",
+      rules: [{
+        policy: { name: "mw", limit: 2, windowMs: 60_000, counting: "sum" },
+        subject: () => "s1",
+      }],
     }));
     app.get("/", (c) => c.text("ok"));
     for (const remaining of ["1", "0"]) {
@@ -275,5 +280,73 @@ Deno.test("rateLimit middleware, sum-counted: headers and 429 as the exact limit
     assert.equal(limited.status, 429);
     assert.equal(limited.headers.get("retry-after"), "40");
     assert.equal((await errorBody(limited)).error, "rate_limited");
+  });
+});
+
+Deno.test("hitRateLimits: a brand ceiling holds across its keys; a refused hit is counted by none", async () => {
+  await withKv(async (kv) => {
+    const now = testClock().now();
+    const key: RateLimitPolicy = { name: "sync", limit: 2, windowMs: 60_000 };
+    const brand: RateLimitPolicy = { name: "sync_brand", limit: 3, windowMs: 60_000 };
+    const hit = (keyId: string, brandId = "brand_a") =>
+      hitRateLimits(
+        kv,
+        [{ policy: key, subject: keyId }, { policy: brand, subject: brandId }],
+        now,
+      );
+    const first = await hit("key_1");
+    assert.deepEqual([first.allowed, first.policy.name, first.remaining], [true, "sync", 1]);
+    assert.equal((await hit("key_1")).allowed, true);
+    const keyFull = await hit("key_1");
+    assert.deepEqual([keyFull.allowed, keyFull.policy.name], [false, "sync"]);
+    // A fresh key of the same brand meets the brand's ceiling: new keys add no allowance.
+    const third = await hit("key_2");
+    assert.deepEqual([third.allowed, third.policy.name, third.remaining], [true, "sync_brand", 0]);
+    const brandFull = await hit("key_3");
+    assert.deepEqual([brandFull.allowed, brandFull.policy.name], [false, "sync_brand"]);
+    assert.equal((await kv.get(rateLimitKey("sync", "key_3", now.getTime()))).value, null);
+    assert.equal((await kv.get(rateLimitKey("sync_brand", "brand_a", now.getTime()))).value, 3);
+    // Another brand has its own ceiling.
+    assert.equal((await hit("key_9", "brand_b")).allowed, true);
+  });
+});
+
+Deno.test("rateLimit middleware, per key and per brand: the tightest headers; a brand refusal counts neither", async () => {
+  await withKv(async (kv) => {
+    const clock = testClock();
+    const app = new Hono<AppEnv>();
+    app.onError(onError);
+    app.use(rateLimit({
+      kv,
+      now: clock.now,
+      rules: [
+        {
+          policy: { name: "k", limit: 3, windowMs: 60_000, counting: "sum" },
+          subject: (c) => c.req.header("x-key") ?? null,
+          per: "key",
+        },
+        {
+          policy: { name: "b", limit: 4, windowMs: 60_000, counting: "sum" },
+          subject: () => "brand_a",
+          per: "brand",
+        },
+      ],
+    }));
+    app.get("/", (c) => c.text("ok"));
+    const ask = (key: string) => app.request("/", { headers: { "x-key": key } });
+    const remaining: string[] = [];
+    for (const key of ["k1", "k1", "k2", "k3"]) {
+      const res = await ask(key);
+      assert.equal(res.status, 200);
+      remaining.push(res.headers.get("ratelimit-remaining")!);
+    }
+    // k1: 2 left of its 3, then 1; the brand: 1 left of 4, then 0.
+    assert.deepEqual(remaining, ["2", "1", "1", "0"]);
+    const limited = await ask("k4");
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers.get("ratelimit-limit"), "4");
+    assert.match((await errorBody(limited)).error_description, /per brand/);
+    const start = clock.now().getTime();
+    assert.equal((await kv.get(rateCounterKey("k", "k4", start))).value, null);
   });
 });

@@ -89,6 +89,7 @@ Deno.test("usageMeter: meters authenticated requests once, whatever the status",
     const app = new Hono<AppEnv>();
     app.use(async (c, next) => {
       c.set("requestId", c.req.header("x-request-id") ?? "anon");
+      c.set("clientRequestId", c.req.header("x-client-id") ?? null);
       if (c.req.header("x-auth")) c.set("auth", auth);
       await next();
     });
@@ -97,7 +98,7 @@ Deno.test("usageMeter: meters authenticated requests once, whatever the status",
     app.get("/cdp/events/types", (c) => c.json({ error: "x" }, 403));
 
     const send = async (path: string, id: string, authed = true) => {
-      const headers: Record<string, string> = { "x-request-id": id };
+      const headers: Record<string, string> = { "x-request-id": id, "x-client-id": `c_${id}` };
       if (authed) headers["x-auth"] = "1";
       await (await app.request(path, { headers })).body?.cancel();
     };
@@ -114,6 +115,7 @@ Deno.test("usageMeter: meters authenticated requests once, whatever the status",
     const record = (await kv.get<UsageRecord>(usageRecordKey("brand_a", day, "r3"))).value;
     assert.deepEqual(record, {
       request_id: "r3",
+      client_request_id: "c_r3",
       key_id: "key_1",
       method: "GET",
       route: "/cdp/events/types",

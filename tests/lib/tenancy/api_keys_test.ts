@@ -9,8 +9,11 @@ import {
   hashApiKey,
   issueApiKey,
   isWellFormedApiKey,
+  listApiKeys,
   revokeApiKey,
+  rotateApiKey,
 } from "../../../lib/tenancy/api_keys.ts";
+import { DomainError } from "../../../lib/errors.ts";
 import { apiKeyByBrandKey, apiKeyByHashKey, apiKeyByIdKey } from "../../../lib/store/kv_keys.ts";
 import { type TestClock, testClock } from "../../test_support.ts";
 
@@ -257,5 +260,38 @@ Deno.test("revokeApiKey: another brand's key or an unknown id → null, and the 
     assert.equal(await revokeApiKey(deps, { brandId: "brand_a", keyId: "key_unknown" }), null);
     assert.equal((await storedRecord(deps, issued.key))?.revoked_at, null);
     assert.equal((await authenticateApiKey(deps, issued.key))?.id, issued.id);
+  });
+});
+
+Deno.test("rotateApiKey: a key in its grace period is not rotated again (409), concurrently either", async () => {
+  await withKeys(async (deps, clock) => {
+    const issued = await issueApiKey(deps, { brandId: "brand_a", name: "ci" });
+    const rotate = () =>
+      rotateApiKey(deps, { brandId: "brand_a", keyId: issued.id, graceMs: 60_000 });
+    const first = await rotate();
+    assert.ok(first !== null && first !== "not_live");
+    assert.equal((await storedRecord(deps, issued.key))?.replaced_by, first.id);
+    clock.advance(1_000);
+    await assert.rejects(rotate(), (err: unknown) => {
+      assert.ok(err instanceof DomainError);
+      assert.equal(err.kind, "conflict");
+      assert.match(err.message, new RegExp(first.id));
+      return true;
+    });
+    // The replacement is untouched: same key, no expiry; and no third key was minted.
+    assert.equal((await authenticateApiKey(deps, first.key))?.expires_at, null);
+    assert.equal((await listApiKeys(deps.kv, "brand_a")).length, 2);
+    // Two rotations at once: one replacement.
+    const other = await issueApiKey(deps, { brandId: "brand_a" });
+    const racing = await Promise.allSettled(
+      [1, 2, 3].map(() =>
+        rotateApiKey(deps, { brandId: "brand_a", keyId: other.id, graceMs: 60_000 })
+      ),
+    );
+    assert.equal(racing.filter((r) => r.status === "fulfilled").length, 1);
+    assert.equal((await listApiKeys(deps.kv, "brand_a")).length, 4);
+    // After the grace the old key is not live: 409 as before, by its own answer.
+    clock.advance(60_000);
+    assert.equal(await rotate(), "not_live");
   });
 });
