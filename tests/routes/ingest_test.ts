@@ -256,3 +256,30 @@ Deno.test("pixel proxy: every accepted field is stored as sent and read back (ta
     await queue.listening;
   });
 });
+
+Deno.test("pixel proxy: a body that is not UTF-8 is 400 bad_request, nothing queued", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    const bytes = new Uint8Array([
+      ...new TextEncoder().encode(
+        `{"events":[{"eventType":"page_viewed","profileId":"anon_1","properties":{"url":"x`,
+      ),
+      0xff,
+      ...new TextEncoder().encode(`"}}]}`),
+    ]);
+    const res = await ctx.app.request(`/cdp/ingest?shop=${brand.scope}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Origin: `https://${brand.scope}` },
+      body: bytes,
+    });
+    assert.equal(res.status, 400);
+    assert.deepEqual(await errorBody(res), {
+      error: "bad_request",
+      error_description: "body is not valid UTF-8",
+    });
+    assert.equal(queue.seen.length, 0);
+    ctx.kv.close();
+    await queue.listening;
+  });
+});
