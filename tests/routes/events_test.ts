@@ -856,3 +856,30 @@ Deno.test("ingest: a body that is not UTF-8 is 400 bad_request (sync and async),
     assert.equal((await ctx.sql`select count(*)::int as n from events`)[0]!.n, 0);
   });
 });
+
+Deno.test("fidelity: updateProperties values holding __proto__ or constructor keys reach the profile as sent", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const properties = `{"update":{"properties.prefs":{"__proto__":{"x":1},"constructor":2,` +
+      `"a":{"__proto__":3}}},"add":{"properties.other":{"prototype":4}},"__proto__":{"y":5}}`;
+    const res = await post(
+      ctx,
+      brand.key,
+      `{"events":[{"eventType":"updateProperties","profileId":"p_up","properties":${properties}}]}`,
+      "?sync=true",
+    );
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).results[0].result.updated, 1);
+    const profile = JSON.parse(await (await ctx.request("/cdp/profiles/p_up", brand.key)).text())
+      .profile;
+    assert.deepStrictEqual(
+      profile.properties.prefs,
+      JSON.parse(properties).update["properties.prefs"],
+    );
+    assert.deepStrictEqual(profile.properties.other, { prototype: 4 });
+    const [stored] = JSON.parse(
+      await (await ctx.request("/cdp/profiles/p_up/events", brand.key)).text(),
+    ).list;
+    assert.deepStrictEqual(stored.properties, JSON.parse(properties));
+  });
+});
