@@ -81,12 +81,11 @@ Deno.test("pixel proxy: a connected shop and an unknown, disconnected or disable
       const res = await pixel(ctx, shop, body);
       const { scope, ...rest } = await res.json();
       assert.equal(scope, shop);
-      return {
-        status: res.status,
-        allowOrigin: res.headers.get("access-control-allow-origin") === `https://${shop}`,
-        vary: res.headers.get("vary"),
-        body: rest,
-      };
+      // Every header alike, but the request id and the length (the scope is the shop's name).
+      const headers = [...res.headers]
+        .filter(([name]) => name !== "x-request-id" && name !== "content-length")
+        .map(([name, value]) => [name, value.replaceAll(shop, "<shop>")]);
+      return { status: res.status, headers, body: rest };
     };
     const expected = await answer(connected.scope!);
     assert.equal(expected.status, 202);
