@@ -8,12 +8,22 @@ import { z as zod } from "zod";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { findPixelShop, parseShopDomain } from "../lib/tenancy/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
+import { PIXEL_NOT_ANONYMOUS } from "../lib/engine/apply_events.ts";
+import { identifiedProfileIds } from "../lib/engine/profiles.ts";
 import { bufferBody } from "../lib/http/body_limit.ts";
 import { clientAddress } from "../lib/http/client_address.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
 import { findEventType } from "../lib/engine/event_types.ts";
-import { IngestEventSchema, parseJsonBody, queueBatch, validateBatch } from "../lib/ingest/edge.ts";
+import {
+  type AcceptedEvent,
+  IngestEventSchema,
+  parseJsonBody,
+  queueBatch,
+  type Rejection,
+  validateBatch,
+} from "../lib/ingest/edge.ts";
+import { jsonPath } from "../lib/ingest/storable.ts";
 import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { hitRateLimit } from "../lib/http/rate_limit.ts";
 
@@ -27,11 +37,13 @@ const pixelIngest = createRoute({
   path: "/cdp/ingest",
   tags: ["Events"],
   summary: "Storefront pixel events (browser proxy, no credential)",
-  description: "For the storefront's web pixel. The shop must be connected, and the request's " +
-    "Origin must be the shop's (https://<shop> or one of its storefront domains). Only pixel " +
+  description: "For the storefront's web pixel. The request's Origin must be the shop's " +
+    "(https://<shop>, or one of a connected shop's storefront domains). A shop that is not " +
+    "connected gets the same answers as a connected one; its events are dropped. Only pixel " +
     `event types; at most ${MAX_PIXEL_BATCH} events and 64 KB; a per-client rate limit. ` +
-    "Profiles created here have pixel provenance; ids starting with store_ are reserved for " +
-    "server-side identities.",
+    "It writes only anonymous (pixel) profiles: an event naming a server or merged profile, or " +
+    "an id starting with store_ (reserved for server-side identities), is rejected. An event's " +
+    "timeStamp is clamped to [received - 72 h, received + 5 min].",
   security: noSecurity,
   request: {
     query: z.object({
@@ -88,9 +100,11 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
     const shop = parseShopDomain(c.req.valid("query").shop);
     const origin = c.req.header("origin");
     const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
-    // One answer for an unknown shop, a disconnected one and a foreign origin: a browser learns
-    // nothing about which shops are connected.
-    if (!pixelShop || !origin || !pixelShop.origins.includes(origin)) {
+    // A shop that is not connected (unknown, disconnected, disabled) is answered as a connected
+    // one would be, its events validated, counted as accepted and dropped: nobody learns which
+    // shops are connected. Its own origin is https://<shop>; only a connected shop has more.
+    const origins = pixelShop?.origins ?? (shop ? [`https://${shop}`] : []);
+    if (!shop || !origin || !origins.includes(origin)) {
       throw new HttpError(403, "forbidden", "this origin may not send events for that shop");
     }
     c.header("Access-Control-Allow-Origin", origin);
@@ -98,31 +112,49 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
 
     const client = clientAddress(c, deps.config.trustProxy);
     const policy = { name: "pixel", limit: deps.config.pixelRateLimitPerMinute, windowMs: 60_000 };
-    const limited = await hitRateLimit(deps.kv, policy, `${pixelShop.scope}|${client}`, deps.now());
+    const limited = await hitRateLimit(deps.kv, policy, `${shop}|${client}`, deps.now());
     if (!limited.allowed) {
       throw new HttpError(429, "rate_limited", "too many events from this client; slow down", {
         headers: { "Retry-After": String(limited.retryAfterSeconds) },
       });
     }
 
-    const { accepted, rejected } = validateBatch(parseJsonBody(c.get("body")), {
+    const validated = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: MAX_PIXEL_BATCH,
       tooLargeCode: "batch_too_large",
       newId: deps.newId,
       check: (event) => _pixelCheck(event) ?? deps.engine.checkEvent(event),
     });
-    await queueBatch(deps, {
-      brandId: pixelShop.brandId,
-      batch: {
-        scope: pixelShop.scope,
-        source: "pixel",
-        receivedAt: deps.now().toISOString(),
-        events: accepted.map((a) => a.event),
-      },
-      commit: options.queueCommit,
-      sizes: accepted.map((a) => a.storedBytes),
-    });
-    return c.json({ accepted: accepted.length, rejected, scope: pixelShop.scope }, 202);
+    // Asked whether the shop is connected or not, so that both answers cost the same lookup; only
+    // a connected shop's profiles are the caller's to be told about. The engine checks again,
+    // under the profile's lock, when it applies the event.
+    const identified = await identifiedProfileIds(deps.sql, shop, [
+      ...new Set(validated.accepted.map((a) => a.event.profileId)),
+    ]);
+    const accepted: AcceptedEvent[] = [];
+    const rejected: Rejection[] = [...validated.rejected];
+    for (const a of validated.accepted) {
+      if (!pixelShop || !identified.has(a.event.profileId)) accepted.push(a);
+      else {
+        const path = jsonPath(["events", a.index, "profileId"]);
+        rejected.push({ index: a.index, errors: [{ path, message: PIXEL_NOT_ANONYMOUS }] });
+      }
+    }
+    rejected.sort((a, b) => a.index - b.index);
+    if (pixelShop) {
+      await queueBatch(deps, {
+        brandId: pixelShop.brandId,
+        batch: {
+          scope: pixelShop.scope,
+          source: "pixel",
+          receivedAt: deps.now().toISOString(),
+          events: accepted.map((a) => a.event),
+        },
+        commit: options.queueCommit,
+        sizes: accepted.map((a) => a.storedBytes),
+      });
+    }
+    return c.json({ accepted: accepted.length, rejected, scope: shop }, 202);
   });
   return router;
 }

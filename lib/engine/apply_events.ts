@@ -1,6 +1,8 @@
 /**
  * Applying a batch of events in one transaction: idempotent by event id, profiles created or
- * merged, visits and sessions counted, `updateProperties` applied.
+ * merged, visits and sessions counted, `updateProperties` applied. A pixel batch (from the
+ * anonymous browser proxy) writes only pixel profiles, and its client times are clamped to a
+ * window around its receive time.
  *
  * @module
  */
@@ -46,6 +48,19 @@ interface _ProfileRow {
   nb_of_visits: number;
   created_at: Date;
 }
+
+/**
+ * How far from its batch's receive time a pixel event's own `timeStamp` may lie: anything
+ * earlier or later is clamped to this window (an anonymous browser must not set a profile's
+ * lastVisit to 2099, nor backdate its history). A pixel sends within seconds; a day or two of
+ * buffering (a tab restored offline) is still recorded at its own time.
+ */
+export const PIXEL_TIME_WINDOW = { pastMs: 72 * 3_600_000, futureMs: 5 * 60_000 } as const;
+
+/** The result of a pixel event naming a profile that is not a pixel profile. */
+export const PIXEL_NOT_ANONYMOUS =
+  "the pixel proxy writes only anonymous profiles; this profile id belongs to an identified " +
+  "(server or merged) profile";
 
 /** The session id of an event sent without one: one per profile per UTC day. */
 export function defaultSessionId(profileId: string, timeStamp: string): string {
@@ -101,7 +116,11 @@ export async function applyEventBatches(
         results[batchIndex]![position] = { ok: false, ...problem };
         return;
       }
-      const timeStamp = event.timeStamp ? new Date(event.timeStamp).toISOString() : receivedNow;
+      const timeStamp = event.timeStamp === undefined
+        ? receivedNow
+        : group.source === "pixel"
+        ? clampPixelTime(event.timeStamp, batch.receivedAt)
+        : new Date(event.timeStamp).toISOString();
       const row: _EventRow = {
         id: event.id,
         index: rows.length + copies.length,
@@ -127,12 +146,19 @@ export async function applyEventBatches(
   if (rows.length === 0) return results;
 
   const refused = new Map<string, string>();
+  // Pixel events refused for the profile they name (decided under its lock).
+  const forbidden = new Map<string, string>();
   let updated: Map<string, boolean>;
   try {
     // The common case pays nothing for the isolation: no savepoint unless the batch fails.
-    updated = await _transaction(sql, options, (tx) => _applyRows(tx, group, rows, now));
+    updated = await _transaction(
+      sql,
+      options,
+      (tx) => _applyRows(tx, group, rows, now, forbidden),
+    );
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
+    forbidden.clear();
     if (rows.length === 1) {
       refused.set(rows[0]!.id, dataErrorMessage(err));
       updated = new Map();
@@ -145,7 +171,7 @@ export async function applyEventBatches(
         );
         const half = Math.ceil(ordered.length / 2);
         for (const part of [ordered.slice(0, half), ordered.slice(half)]) {
-          await _isolate(tx, group, part, now, changed, refused);
+          await _isolate(tx, group, part, now, changed, refused, forbidden);
         }
         return changed;
       });
@@ -157,11 +183,15 @@ export async function applyEventBatches(
     const changed = stored && updated.get(row.id)! ? 1 : 0;
     results[row.batch]![row.position] = error !== undefined
       ? { ok: false, status: 400, error }
+      : forbidden.has(row.id)
+      ? { ok: false, status: 403, error: forbidden.get(row.id)! }
       : { ok: true, status: 200, result: { updated: changed, processedItems: stored ? 1 : 0 } };
   }
   for (const copy of copies) {
     results[copy.batch]![copy.position] = refused.has(copy.id)
       ? { ok: false, status: 400, error: refused.get(copy.id)! }
+      : forbidden.has(copy.id)
+      ? { ok: false, status: 403, error: forbidden.get(copy.id)! }
       : { ok: true, status: 200, result: { updated: 0, processedItems: 0 } };
   }
   return results;
@@ -207,9 +237,10 @@ async function _isolate(
   now: Date,
   changed: Map<string, boolean>,
   refused: Map<string, string>,
+  forbidden: Map<string, string>,
 ): Promise<void> {
   try {
-    const part = await tx.savepoint((sp) => _applyRows(sp, group, rows, now));
+    const part = await tx.savepoint((sp) => _applyRows(sp, group, rows, now, forbidden));
     for (const [id, value] of part as Map<string, boolean>) changed.set(id, value);
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
@@ -218,8 +249,8 @@ async function _isolate(
       return;
     }
     const half = Math.ceil(rows.length / 2);
-    await _isolate(tx, group, rows.slice(0, half), now, changed, refused);
-    await _isolate(tx, group, rows.slice(half), now, changed, refused);
+    await _isolate(tx, group, rows.slice(0, half), now, changed, refused, forbidden);
+    await _isolate(tx, group, rows.slice(half), now, changed, refused, forbidden);
   }
 }
 
@@ -230,14 +261,43 @@ function _checkTimeStamp(timeStamp: string | undefined): { status: number; error
   return { status: 400, error: `timeStamp ${JSON.stringify(timeStamp)} is not a date-time` };
 }
 
-/** Stores the rows; returns, for each newly stored event id, whether it changed its profile. */
+/**
+ * A pixel event's own time clamped to {@linkcode PIXEL_TIME_WINDOW} around its batch's receive
+ * time, as an ISO 8601 instant.
+ */
+export function clampPixelTime(timeStamp: string, receivedAt: string): string {
+  const time = Date.parse(timeStamp);
+  const received = Date.parse(receivedAt);
+  if (Number.isNaN(received)) return new Date(time).toISOString();
+  const earliest = received - PIXEL_TIME_WINDOW.pastMs;
+  const latest = received + PIXEL_TIME_WINDOW.futureMs;
+  return new Date(Math.min(Math.max(time, earliest), latest)).toISOString();
+}
+
+/**
+ * Stores the rows; returns, for each newly stored event id, whether it changed its profile. A
+ * pixel group first sets aside (in `forbidden`, with the reason) the rows naming a profile that
+ * is not a pixel profile; they store nothing.
+ */
 async function _applyRows(
   tx: Tx,
   group: _Group,
   rows: _EventRow[],
   now: Date,
+  forbidden: Map<string, string>,
 ): Promise<Map<string, boolean>> {
   const { scope, source } = group;
+  if (source === "pixel") {
+    // An earlier attempt (a rolled-back part) decided nothing: decide again under this one's locks.
+    for (const row of rows) forbidden.delete(row.id);
+    const anonymous = await _lockPixelProfiles(tx, scope, rows, now);
+    const allowed = rows.filter((row) => anonymous.has(row.profile_id));
+    for (const row of rows) {
+      if (!anonymous.has(row.profile_id)) forbidden.set(row.id, PIXEL_NOT_ANONYMOUS);
+    }
+    if (allowed.length === 0) return new Map();
+    rows = allowed;
+  }
   if (rows.every((row) => !_needsProfileLogic(row, source))) {
     return await _applyVisitsOnly(tx, group, rows, now);
   }
@@ -358,6 +418,46 @@ async function _applyRows(
     await mergeProfiles(tx, scope, profileId, otherId, now);
   }
   return outcome;
+}
+
+/**
+ * The profile ids of a pixel group that name a pixel profile, each now locked until the
+ * transaction ends: a missing one is created as a pixel profile first, so none can be created
+ * as a server profile, become `merged` or be merged away meanwhile. An id absorbed by a merge
+ * (an alias) or naming a server or merged profile is left out: a pixel event, sent by an
+ * unauthenticated browser, must never change an identified profile's history or visits.
+ */
+async function _lockPixelProfiles(
+  tx: Tx,
+  scope: string,
+  rows: _EventRow[],
+  now: Date,
+): Promise<Set<string>> {
+  const ids = [...new Set(rows.map((row) => row.profile_id))].sort();
+  // In id order, as every path creates and locks profiles: no deadlock with another batch.
+  const unaliased = await tx<{ id: string }[]>`
+    with x as (
+      select x.id from unnest(${ids}::text[]) as x(id)
+      where not exists (
+        select 1 from profile_aliases a where a.scope = ${scope} and a.alias_id = x.id)
+    ), created as (
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      select ${scope}, x.id, jsonb_build_object('shopDomain', ${scope}::text), 'pixel', ${now},
+             ${now}
+      from x order by x.id
+      on conflict (scope, item_id) do nothing
+      returning item_id
+    )
+    select id from x`;
+  if (unaliased.length === 0) return new Set();
+  // A statement of its own: its snapshot sees the profiles the previous one created or found.
+  const locked = await tx<{ item_id: string }[]>`
+    select item_id from profiles
+    where scope = ${scope} and item_id = any(${unaliased.map((r) => r.id)}::text[])
+      and provenance = 'pixel'
+    order by item_id
+    for update`;
+  return new Set(locked.map((r) => r.item_id));
 }
 
 /** True when an event changes more than a profile's visits: an update or a merge. */

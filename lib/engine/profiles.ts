@@ -288,3 +288,21 @@ export async function listProfileSessions(
     total,
   };
 }
+
+/**
+ * Which of `ids` name an identified profile of the scope: a server or merged profile, or an id a
+ * merge absorbed (an alias, whose profile is merged). The pixel proxy refuses events naming one.
+ */
+export async function identifiedProfileIds(
+  sql: Sql,
+  scope: string,
+  ids: string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    select x.id from unnest(${ids}::text[]) as x(id)
+    where exists (select 1 from profile_aliases a where a.scope = ${scope} and a.alias_id = x.id)
+       or exists (select 1 from profiles p
+                  where p.scope = ${scope} and p.item_id = x.id and p.provenance <> 'pixel')`;
+  return new Set(rows.map((r) => r.id));
+}

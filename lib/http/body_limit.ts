@@ -1,12 +1,13 @@
 /**
- * Request body limits of the pipeline: size and read time, enforced before anything parses a
- * body. Declares the `body` context variable.
+ * Request body limits of the pipeline: size, read time and encoding (UTF-8), enforced before
+ * anything parses a body. Declares the `body` context variable.
  *
  * @module
  */
 import type { MiddlewareHandler } from "hono";
 import type { UnofficialStatusCode } from "hono/utils/http-status";
 import { HttpError } from "./errors.ts";
+import { decodeUtf8Body } from "../utf8.ts";
 
 /** How long a client may take to send a whole request body (BODY_READ_TIMEOUT_MS's default). */
 export const DEFAULT_BODY_READ_TIMEOUT_MS = 30_000;
@@ -28,12 +29,15 @@ export interface BodyLimits {
  * Rejects a request body past `maxBytes` with 413 before anything parses it. A declared
  * Content-Length over the limit is refused without reading; otherwise the stream is counted as
  * it arrives (chunked bodies, or a Content-Length that lies) and cut off at the limit. A body
- * not whole within `timeoutMs` is 408 `request_timeout`.
+ * not whole within `timeoutMs` is 408 `request_timeout`. A body that is not UTF-8 is 400
+ * `bad_request` unless its Content-Type declares it binary (`application/octet-stream`,
+ * `multipart/*`): decoding would otherwise replace the bad bytes silently.
  */
 export function bodyLimit(options: BodyLimits): MiddlewareHandler {
   return async function bodyLimitMiddleware(c, next) {
     const bytes = await readBodyWithin(c.req.raw, options.maxBytes, options.timeoutMs);
     if (bytes) {
+      if (!_declaredBinary(c.req.raw.headers.get("content-type"))) decodeUtf8Body(bytes);
       // Rebuilt from its parts: cloning the request would also copy (and so read) its signal.
       const { method, headers, url } = c.req.raw;
       c.req.raw = new Request(url, { method, headers, body: bytes });
@@ -51,6 +55,12 @@ export function bufferBody(options: BodyLimits): MiddlewareHandler<{ Variables: 
     c.set("body", await readBodyWithin(c.req.raw, options.maxBytes, options.timeoutMs));
     await next();
   };
+}
+
+// Media types whose bodies are bytes, not text: the operator API's FILE bodies, form uploads.
+function _declaredBinary(contentType: string | null): boolean {
+  const type = (contentType ?? "").trim().toLowerCase();
+  return type.startsWith("application/octet-stream") || type.startsWith("multipart/");
 }
 
 /**

@@ -11,6 +11,7 @@ import { z } from "zod";
 import type { Config } from "../config.ts";
 import type { EventBatch, IngestEvent } from "../engine/engine.ts";
 import { DomainError } from "../errors.ts";
+import { decodeUtf8Body } from "../utf8.ts";
 import type { GroupCommit } from "../store/kv_group_commit.ts";
 import {
   admitToBacklog,
@@ -190,7 +191,7 @@ export function validateBatch(
         });
         return;
       }
-      data = parsed.data;
+      data = keepProtoKeys(raw, parsed.data);
     }
     // JSON bytes are the documented limit; the stored size (numbers take 9 bytes) must also fit
     // one queue message, or a valid event could never be queued.
@@ -254,8 +255,9 @@ const _ESCAPES = /\\u(?:0000|[dD][89a-fA-F])/;
  */
 function _sizeShare(body: JsonBody, events: number, unusual: boolean): number | null {
   // A `\u` escape can stand for a character that makes KV store its whole string at two bytes a
-  // unit, and a byte that is not UTF-8 decodes to U+FFFD, three bytes in an event's JSON: the
-  // body's own text would then not bound the events'.
+  // unit, and text decoded leniently (parseJsonBody refuses bytes that are not UTF-8, a caller's
+  // own text may not) holds U+FFFD, three bytes in an event's JSON, for one bad byte: the body's
+  // own text would then not bound the events'.
   if (body.bytes > MAX_EVENT_BYTES || unusual || body.text.includes("\uFFFD")) return null;
   const bound = storedSizeBound(undefined, body.text) + events * _ID_BOUND;
   return bound <= MAX_STORED_EVENT_BYTES ? Math.ceil(bound / events) : null;
@@ -332,6 +334,37 @@ export function parseIngestEvent(raw: unknown): ParsedIngestEvent | undefined {
   return event;
 }
 
+/**
+ * `parsed` (zod's output for the event `raw`) with each own `__proto__` key of `raw`'s
+ * properties, flattenedProperties and target.properties put back as sent. zod's records drop that
+ * key (assigning it to a plain object would replace its prototype), which would store less than
+ * the answer says was accepted; it is defined here as an own data property, which JSON writes as
+ * any other key. Deeper levels are `unknown` values zod returns as they are.
+ */
+export function keepProtoKeys<T extends ParsedIngestEvent>(raw: unknown, parsed: T): T {
+  if (typeof raw !== "object" || raw === null) return parsed;
+  const input = raw as Record<string, unknown>;
+  _putProtoKey(input.properties, parsed.properties);
+  _putProtoKey(input.flattenedProperties, parsed.flattenedProperties);
+  const target = input.target;
+  if (typeof target === "object" && target !== null) {
+    _putProtoKey((target as Record<string, unknown>).properties, parsed.target?.properties);
+  }
+  return parsed;
+}
+
+function _putProtoKey(from: unknown, into: Record<string, unknown> | undefined): void {
+  if (into === undefined || typeof from !== "object" || from === null) return;
+  const own = Object.getOwnPropertyDescriptor(from, "__proto__");
+  if (own === undefined || !("value" in own)) return;
+  Object.defineProperty(into, "__proto__", {
+    value: own.value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+}
+
 /** An event as the queue holds it: an ingest event with its server id. */
 const _QueuedEventSchema = IngestEventSchema.extend({ id: z.string().min(1).max(64) });
 
@@ -361,7 +394,7 @@ export function parseQueuedEvents(text: string): IngestEvent[] {
     const path = [...base, index];
     problems.push(...unstorableValues(event, path));
     const result = _QueuedEventSchema.safeParse(event);
-    if (result.success) return result.data;
+    if (result.success) return keepProtoKeys(event, result.data);
     for (const issue of result.error.issues) {
       problems.push({ path: jsonPath([...path, ...issue.path]), message: issue.message });
     }
@@ -380,17 +413,15 @@ export interface JsonBody {
   bytes: number;
 }
 
-/** Parses a request body (its bytes) as JSON; 400 `bad_request` when it is not. */
+/** Parses a request body (its bytes) as JSON; 400 `bad_request` when it is not UTF-8 JSON. */
 export function parseJsonBody(bytes: Uint8Array | null): JsonBody {
-  const text = bytes ? _decoder.decode(bytes) : "";
+  const text = bytes ? decodeUtf8Body(bytes) : "";
   try {
     return { value: JSON.parse(text), text, bytes: bytes?.byteLength ?? 0 };
   } catch {
     throw new DomainError("invalid_input", "body is not valid JSON");
   }
 }
-
-const _decoder = new TextDecoder();
 
 /** Seconds a client told `queue_full` waits before it retries. */
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
@@ -501,7 +532,8 @@ function _isId(value: unknown): value is string {
 }
 
 // `z.record(z.string(), z.unknown())`'s output: a shallow copy. A `__proto__` key (which zod
-// drops), an own `constructor` (its plain-object test reads it) or a symbol key: zod decides.
+// drops and keepProtoKeys puts back), an own `constructor` (its plain-object test reads it) or a
+// symbol key: zod decides.
 function _copyRecord(value: unknown): Record<string, unknown> | undefined {
   if (
     !_isPlainJsonObject(value) || Object.hasOwn(value, "__proto__") ||

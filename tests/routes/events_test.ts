@@ -791,3 +791,96 @@ Deno.test("fidelity: sync ingest stores every accepted field as sent, and condit
     assert.match((await errorBody(refused)).error_description, /scope or shopDomain/);
   });
 });
+
+Deno.test("fidelity: __proto__, constructor and prototype keys are stored as sent and read back (sync and async)", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const keys = ["__proto__", "constructor", "prototype", "toString"];
+    // Each key at the top of properties, flattenedProperties and target.properties, and nested.
+    const eventText = (profileId: string) =>
+      `{"eventType":"page_viewed","profileId":"${profileId}","sessionId":"s_${profileId}",` +
+      `"timeStamp":"2026-11-21T11:00:00.000Z","properties":{"url":"u",` +
+      keys.map((k) => `"${k}":{"${k}":1,"v":"${k}"}`).join(",") +
+      `},"flattenedProperties":{` + keys.map((k) => `"${k}":"f"`).join(",") +
+      `},"target":{"itemId":"i","itemType":"page","properties":{` +
+      keys.map((k) => `"${k}":[1]`).join(",") + `}}}`;
+    const expected = (profileId: string) => ({
+      ...JSON.parse(eventText(profileId)),
+      source: "server",
+      scope: brand.scope,
+    });
+    const readBack = async (profileId: string) => {
+      const res = await ctx.request(`/cdp/profiles/${profileId}/events`, brand.key);
+      assert.equal(res.status, 200);
+      const [{ itemId: _id, ...stored }] = JSON.parse(await res.text()).list;
+      return stored;
+    };
+
+    const sync = await post(ctx, brand.key, `{"events":[${eventText("p_sync")}]}`, "?sync=true");
+    assert.equal(sync.status, 200);
+    assert.equal((await sync.json()).accepted, 1);
+    assert.deepStrictEqual(await readBack("p_sync"), expected("p_sync"));
+
+    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const queued = await post(ctx, brand.key, `{"events":[${eventText("p_async")}]}`);
+    assert.equal(queued.status, 202);
+    await eventually(async () =>
+      (await ctx.sql`select count(*)::int as n from events`)[0]!.n === 2
+    );
+    assert.deepStrictEqual(await readBack("p_async"), expected("p_async"));
+    ctx.kv.close();
+    await forwarder;
+  });
+});
+
+Deno.test("ingest: a body that is not UTF-8 is 400 bad_request (sync and async), nothing stored", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const bytes = new Uint8Array([
+      ...new TextEncoder().encode(`{"events":[{"eventType":"page_viewed","profileId":"p","x":"`),
+      0xc3,
+      0x28,
+      ...new TextEncoder().encode(`"}]}`),
+    ]);
+    for (const query of ["", "?sync=true"]) {
+      const res = await ctx.request(`/cdp/events${query}`, brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: bytes,
+      });
+      assert.equal(res.status, 400, query);
+      assert.deepEqual(await errorBody(res), {
+        error: "bad_request",
+        error_description: "body is not valid UTF-8",
+      });
+    }
+    assert.equal((await ctx.sql`select count(*)::int as n from events`)[0]!.n, 0);
+  });
+});
+
+Deno.test("fidelity: updateProperties values holding __proto__ or constructor keys reach the profile as sent", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const properties = `{"update":{"properties.prefs":{"__proto__":{"x":1},"constructor":2,` +
+      `"a":{"__proto__":3}}},"add":{"properties.other":{"prototype":4}},"__proto__":{"y":5}}`;
+    const res = await post(
+      ctx,
+      brand.key,
+      `{"events":[{"eventType":"updateProperties","profileId":"p_up","properties":${properties}}]}`,
+      "?sync=true",
+    );
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).results[0].result.updated, 1);
+    const profile = JSON.parse(await (await ctx.request("/cdp/profiles/p_up", brand.key)).text())
+      .profile;
+    assert.deepStrictEqual(
+      profile.properties.prefs,
+      JSON.parse(properties).update["properties.prefs"],
+    );
+    assert.deepStrictEqual(profile.properties.other, { prototype: 4 });
+    const [stored] = JSON.parse(
+      await (await ctx.request("/cdp/profiles/p_up/events", brand.key)).text(),
+    ).list;
+    assert.deepStrictEqual(stored.properties, JSON.parse(properties));
+  });
+});

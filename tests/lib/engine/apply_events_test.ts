@@ -2,9 +2,11 @@ import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import {
   applyEventBatches,
+  clampPixelTime,
   dataErrorMessage,
   defaultSessionId,
   mergeProfiles,
+  PIXEL_NOT_ANONYMOUS,
 } from "../../../lib/engine/apply_events.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
 import { type Engine, type EventBatch, type IngestEvent } from "../../../lib/engine/engine.ts";
@@ -212,7 +214,13 @@ Deno.test("engine: profiles sharing a mergeIdentifier merge into the oldest; ids
       await sql`select profile_id from profile_aliases where alias_id = 'store_acme_7'`;
     assert.equal(alias!.profile_id, "anon_1");
     // Both histories are kept and an event to the absorbed id lands on the survivor.
-    await engine.applyEvents(batch([event({ profileId: "anon_1", sessionId: "web2" })], "pixel"));
+    await engine.applyEvents(batch([event({ profileId: "store_acme_7", sessionId: "srv2" })]));
+    // The pixel may no longer write the merged profile, under either id.
+    const pixel = await engine.applyEvents(batch([
+      event({ profileId: "anon_1", sessionId: "web2" }),
+      event({ profileId: "store_acme_7", sessionId: "web3" }),
+    ], "pixel"));
+    assert.deepEqual(pixel.map((r) => r.status), [403, 403]);
     assert.equal(await count(sql, "profiles"), 1);
     const [events] = await sql`
       select count(*)::int as n from events
@@ -320,9 +328,9 @@ Deno.test("engine: plain server events on a pixel profile make it merged; only t
     assert.equal(row.provenance, "merged");
     assert.equal(row.nb_of_visits, 2);
     assert.equal((await profile(sql, "fresh_1"))!.provenance, "server");
-    // A pixel event never changes a server or merged profile's provenance.
+    // A pixel event never changes a server or merged profile: it is refused.
     const pixel = await engine.applyEvents(batch([event({ profileId: "fresh_1" })], "pixel"));
-    assert.deepEqual(pixel.map((r) => r.ok && r.result.updated), [0]);
+    assert.deepEqual(pixel.map((r) => r.status), [403]);
     assert.equal((await profile(sql, "fresh_1"))!.provenance, "server");
   });
 });
@@ -661,4 +669,139 @@ Deno.test("engine: a group's batches must share their scope and source", async (
     );
     assert.equal(await count(sql, "events"), 0);
   });
+});
+
+Deno.test("engine: a pixel event never writes a server or merged profile, nor an absorbed id (403, nothing stored)", async () => {
+  await withEngine(async (engine, sql) => {
+    // A server profile, a merged one (pixel, then named by a server event) and an absorbed id.
+    await engine.applyEvents(batch([
+      event({ profileId: "cust_1", sessionId: "srv1", timeStamp: "2026-11-20T10:00:00Z" }),
+    ]));
+    await engine.applyEvents(batch([event({ profileId: "anon_m" })], "pixel"));
+    await engine.applyEvents(batch([event({ profileId: "anon_m", sessionId: "srv2" })]));
+    await engine.applyEvents(batch([event({ profileId: "anon_9" })], "pixel"));
+    await engine.applyEvents(batch([
+      event({ profileId: "store_acme_9", target: { itemId: "anon_9", itemType: "profile" } }),
+    ]));
+    const before = await sql`select * from profiles order by item_id`;
+    const eventsBefore = await count(sql, "events");
+
+    // The finding's reproduction: a visit in a new session, time-stamped 2099.
+    const results = await engine.applyEvents(batch([
+      event({ profileId: "cust_1", sessionId: "px1", timeStamp: "2099-01-01T00:00:00Z" }),
+      event({ profileId: "anon_m", sessionId: "px2" }),
+      event({ profileId: "anon_9", sessionId: "px3" }),
+      event({ profileId: "store_acme_9", sessionId: "px4" }),
+      event({ profileId: "anon_ok", sessionId: "px5" }),
+    ], "pixel"));
+    assert.deepEqual(results.map((r) => r.status), [403, 403, 403, 403, 200]);
+    assert.deepEqual(results[0], { ok: false, status: 403, error: PIXEL_NOT_ANONYMOUS });
+    // Nothing of the refused events is stored: no event, no session, no visit, no lastVisit.
+    assert.equal(await count(sql, "events"), eventsBefore + 1);
+    const [pixelEvents] = await sql`
+      select count(*)::int as n from events where source = 'pixel' and profile_id <> 'anon_ok'
+        and session_id like 'px%'`;
+    assert.equal(pixelEvents!.n, 0);
+    assert.deepEqual(
+      [...await sql`select * from profiles where item_id <> 'anon_ok' order by item_id`],
+      [...before],
+    );
+    assert.equal((await profile(sql, "anon_ok"))!.provenance, "pixel");
+    // Redelivered, the same answer: refused events were never stored.
+    const again = await engine.applyEvents(batch([
+      event({ profileId: "cust_1", sessionId: "px1" }),
+    ], "pixel"));
+    assert.equal(again[0]!.status, 403);
+  });
+});
+
+Deno.test("engine: a pixel group refuses identified profiles per event, also when another event fails alone", async () => {
+  await withEngine(async (engine, sql, clock) => {
+    await engine.applyEvents(batch([event({ profileId: "cust_1" })]));
+    const results = await applyEventBatches(sql, [
+      batch([
+        event({ profileId: "anon_a", sessionId: "s1" }),
+        event({ profileId: "cust_1", sessionId: "s2" }),
+      ], "pixel"),
+      batch([
+        event({ profileId: "anon_b", properties: { bad: "x\u0000" } }),
+        event({ profileId: "anon_c", sessionId: "s3" }),
+        event({ profileId: "cust_1", sessionId: "s4" }),
+      ], "pixel"),
+    ], { now: clock.now });
+    assert.deepEqual(results.map((b) => b.map((r) => r.status)), [[200, 403], [400, 200, 403]]);
+    const [row] = await sql`select count(*)::int as n from events where profile_id = 'cust_1'`;
+    assert.equal(row!.n, 1);
+    assert.equal((await profile(sql, "cust_1"))!.nb_of_visits, 1);
+    assert.equal((await profile(sql, "anon_c"))!.nb_of_visits, 1);
+  });
+});
+
+Deno.test("engine: a pixel and a server batch racing for a new id never leave pixel events on a server profile", async () => {
+  await withEngine(async (engine, sql) => {
+    const ids = Array.from({ length: 12 }, (_, i) => `race_${i}`);
+    await Promise.all(ids.flatMap((id) => [
+      engine.applyEvents(batch([event({ profileId: id, sessionId: `px_${id}` })], "pixel")),
+      engine.applyEvents(batch([event({ profileId: id, sessionId: `srv_${id}` })])),
+    ]));
+    // Whichever came first: pixel first, the server event makes it merged (both stored); server
+    // first, the pixel event is refused.
+    const rows = await sql`
+      select p.item_id, p.provenance, p.nb_of_visits,
+             (select count(*)::int from events e
+              where e.scope = p.scope and e.profile_id = p.item_id and e.source = 'pixel') as pixel
+      from profiles p order by p.item_id`;
+    assert.equal(rows.length, ids.length);
+    for (const row of rows) {
+      if (row.provenance === "server") assert.deepEqual([row.pixel, row.nb_of_visits], [0, 1]);
+      else assert.deepEqual([row.provenance, row.pixel, row.nb_of_visits], ["merged", 1, 2]);
+    }
+  });
+});
+
+Deno.test("engine: a pixel event's own time is clamped to [received - 72 h, received + 5 min]", async () => {
+  await withEngine(async (engine, sql) => {
+    // Received 2026-11-21T12:00:00Z (the batch's receivedAt).
+    const results = await engine.applyEvents(batch([
+      event({ profileId: "anon_f", sessionId: "f", timeStamp: "2099-01-01T00:00:00Z" }),
+      event({ profileId: "anon_p", sessionId: "p", timeStamp: "2000-01-01T00:00:00+01:00" }),
+      event({ profileId: "anon_k", sessionId: "k", timeStamp: "2026-11-19T08:30:00.250Z" }),
+      event({ profileId: "anon_e", sessionId: "e", timeStamp: "2026-11-21T12:05:00Z" }),
+    ], "pixel"));
+    assert.ok(results.every((r) => r.ok));
+    const times = await sql`select profile_id, time_stamp from events order by profile_id`;
+    assert.deepEqual(
+      times.map((r) => [r.profile_id, (r.time_stamp as Date).toISOString()]),
+      [
+        ["anon_e", "2026-11-21T12:05:00.000Z"],
+        ["anon_f", "2026-11-21T12:05:00.000Z"],
+        ["anon_k", "2026-11-19T08:30:00.250Z"],
+        ["anon_p", "2026-11-18T12:00:00.000Z"],
+      ],
+    );
+    const visit = (await profile(sql, "anon_f"))!;
+    assert.equal((visit.last_visit as Date).toISOString(), "2026-11-21T12:05:00.000Z");
+    // A sessionless event's day follows the clamped time.
+    await engine.applyEvents(batch([
+      event({ profileId: "anon_d", timeStamp: "2099-01-01T00:00:00Z" }),
+    ], "pixel"));
+    const [day] = await sql`select session_id from events where profile_id = 'anon_d'`;
+    assert.equal(day!.session_id, "anon_d:2026-11-21");
+    // Server events are the brand's own: stored at their time.
+    await engine.applyEvents(batch([
+      event({ profileId: "cust_t", timeStamp: "2099-01-01T00:00:00Z" }),
+    ]));
+    const [server] = await sql`select time_stamp from events where profile_id = 'cust_t'`;
+    assert.equal((server!.time_stamp as Date).toISOString(), "2099-01-01T00:00:00.000Z");
+  });
+});
+
+Deno.test("clampPixelTime: inside the window as sent (in UTC), outside at its nearest end", () => {
+  const received = "2026-11-21T12:00:00.000Z";
+  assert.equal(clampPixelTime("2026-11-21T13:00:00+01:00", received), received);
+  assert.equal(clampPixelTime("2026-11-21T12:05:00.001Z", received), "2026-11-21T12:05:00.000Z");
+  assert.equal(clampPixelTime("2026-11-18T11:59:59.999Z", received), "2026-11-18T12:00:00.000Z");
+  assert.equal(clampPixelTime("2026-11-18T12:00:00Z", received), "2026-11-18T12:00:00.000Z");
+  assert.equal(clampPixelTime("9999-12-31T23:59:59Z", received), "2026-11-21T12:05:00.000Z");
+  assert.equal(clampPixelTime("0001-01-01T00:00:00Z", received), "2026-11-18T12:00:00.000Z");
 });

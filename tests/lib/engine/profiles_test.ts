@@ -3,6 +3,7 @@ import type { Sql } from "../../../lib/store/db.ts";
 import {
   type EventListQuery,
   findProfile,
+  identifiedProfileIds,
   identityOf,
   listProfileEvents,
   listProfiles,
@@ -449,5 +450,18 @@ Deno.test("listProfileEvents: sorts, offset, keyset after and more", async () =>
     const exact = await page({ after: "ev02", limit: 2 });
     assert.deepEqual(exact.list.map((e) => e.itemId), ["ev03", "ev04"]);
     assert.equal(exact.more, false);
+  });
+});
+
+Deno.test("identifiedProfileIds: server and merged profiles and absorbed ids, in the scope only", async () => {
+  await withSeeded(async (sql) => {
+    const asked = ["c1", "c3", "anon1", "anon2", "m1", "old1", "missing", "anonB"];
+    assert.deepEqual(
+      [...await identifiedProfileIds(sql, A, asked)].sort(),
+      ["c1", "c3", "m1", "old1"],
+    );
+    // Scope B: its own server profile only; A's merged profile and alias are not B's.
+    assert.deepEqual([...await identifiedProfileIds(sql, B, asked)].sort(), ["c1"]);
+    assert.deepEqual([...await identifiedProfileIds(sql, A, [])], []);
   });
 });

@@ -18,8 +18,9 @@ function echoApp(): Hono {
   return app;
 }
 
+// ASCII bytes: a body with no Content-Type must be UTF-8.
 function bytesOf(length: number): Uint8Array<ArrayBuffer> {
-  return Uint8Array.from({ length }, (_, i) => (i * 31 + 7) % 256);
+  return Uint8Array.from({ length }, (_, i) => (i * 31 + 7) % 128);
 }
 
 /** A stream without a Content-Length, in chunks; records whether the consumer cancelled it. */
@@ -56,6 +57,28 @@ Deno.test("bodyLimit: a body under or at the limit reaches the handler intact", 
   }
   const text = await app.request("/echo", { method: "POST", body: "héllo wörld" });
   assert.equal(await text.text(), "héllo wörld");
+});
+
+Deno.test("bodyLimit: a body that is not UTF-8 is 400 bad_request unless declared binary", async () => {
+  const app = echoApp();
+  const bad = new Uint8Array([...new TextEncoder().encode('{"a":"'), 0xff, 0xfe, 0x22, 0x7d]);
+  for (const type of ["application/json", "application/json; charset=utf-8", "text/plain", null]) {
+    const headers: Record<string, string> = type === null ? {} : { "Content-Type": type };
+    const res = await app.request("/echo", { method: "POST", headers, body: bad });
+    assert.equal(res.status, 400, String(type));
+    const body = await errorBody(res);
+    assert.equal(body.error, "bad_request");
+    assert.equal(body.error_description, "body is not valid UTF-8");
+  }
+  for (const type of ["application/octet-stream", "multipart/form-data; boundary=x"]) {
+    const res = await app.request("/echo", {
+      method: "POST",
+      headers: { "Content-Type": type },
+      body: bad,
+    });
+    assert.equal(res.status, 200, type);
+    assert.deepEqual(new Uint8Array(await res.arrayBuffer()), bad);
+  }
 });
 
 Deno.test("bodyLimit: a chunked body under the limit is reassembled intact", async () => {
@@ -266,5 +289,43 @@ Deno.test("client disconnect: a body cut off by the client is logged as a discon
       [],
       "no error line",
     );
+  });
+});
+
+Deno.test("every JSON-body route answers a body that is not UTF-8 with 400 bad_request", async () => {
+  await withContext(async (ctx) => {
+    const { key, scope } = await ctx.seedBrand();
+    const bytes = new Uint8Array([
+      ..._encoder.encode(`{"name":"`),
+      0xe2,
+      0x82, // a three-byte sequence cut short
+      ..._encoder.encode(`","condition":{"type":"matchAllCondition","parameterValues":{}}}`),
+    ]);
+    const routes: [string, Record<string, string>][] = [
+      ["/cdp/segments", { Authorization: `Bearer ${key}` }],
+      ["/cdp/query/profile/count", { Authorization: `Bearer ${key}` }],
+      ["/cdp/events", { Authorization: `Bearer ${key}` }],
+      ["/cdp/events?sync=true", { Authorization: `Bearer ${key}` }],
+      [`/cdp/ingest?shop=${scope}`, { Origin: `https://${scope}` }],
+      ["/webhooks/shopify", {
+        "X-Shopify-Topic": "orders/create",
+        "X-Shopify-Shop-Domain": scope!,
+        "X-Shopify-Webhook-Id": "w1",
+        "X-Shopify-Hmac-Sha256": "AAAA",
+      }],
+    ];
+    for (const [path, headers] of routes) {
+      const res = await ctx.app.request(path, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body: bytes,
+      });
+      assert.equal(res.status, 400, path);
+      assert.deepEqual(await errorBody(res), {
+        error: "bad_request",
+        error_description: "body is not valid UTF-8",
+      }, path);
+    }
+    assert.equal((await ctx.sql`select count(*)::int as n from segments`)[0]!.n, 0);
   });
 });

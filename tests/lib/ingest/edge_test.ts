@@ -6,6 +6,7 @@ import { type ErrorCode, type HttpError, toHttpError } from "../../../lib/http/e
 import {
   IngestEventSchema,
   type JsonBody,
+  keepProtoKeys,
   MAX_ASYNC_BATCH,
   MAX_EVENT_BYTES,
   MAX_SYNC_BATCH,
@@ -1100,9 +1101,35 @@ Deno.test("validateBatch: a batch of unusual events gets zod's answer for each",
   assert.deepEqual(rejected, []);
   assert.deepEqual(
     accepted.map((a) => a.event),
-    events.map((e) => ({ id: "id", ...IngestEventSchema.parse(e) })),
+    events.map((e) => ({ id: "id", ...keepProtoKeys(e, IngestEventSchema.parse(e)) })),
   );
-  assert.deepEqual(accepted[0]!.event.properties, { a: 1 });
+  // zod drops an own __proto__ key; it is stored as sent, as an own key, not a prototype.
+  const properties = accepted[0]!.event.properties!;
+  assert.deepEqual(Object.keys(properties), ["a", "__proto__"]);
+  assert.equal(Object.getPrototypeOf(properties), Object.prototype);
+  assert.equal(JSON.stringify(properties), '{"a":1,"__proto__":{"x":1}}');
+});
+
+Deno.test("validateBatch: __proto__, constructor and prototype keys are kept as sent, at every level", () => {
+  for (const key of ["__proto__", "constructor", "prototype", "toString", "hasOwnProperty"]) {
+    const k = JSON.stringify(key);
+    const text =
+      `{"events":[{"eventType":"page_viewed","profileId":"p","properties":{${k}:{"a":1},` +
+      `"url":"u","n":{${k}:2}},"flattenedProperties":{${k}:3},` +
+      `"target":{"itemId":"i","itemType":"page","properties":{${k}:[4],"m":{${k}:{}}}}}]}`;
+    const { accepted, rejected } = validateText(text);
+    assert.deepEqual(rejected, [], key);
+    const { id: _id, ...event } = accepted[0]!.event;
+    // JSON.parse makes every key an own key: what was sent, compared key by key.
+    assert.deepStrictEqual(event, JSON.parse(text).events[0], key);
+    assert.deepStrictEqual(JSON.parse(JSON.stringify(event)), JSON.parse(text).events[0], key);
+    assert.equal(Object.getPrototypeOf(event.properties), Object.prototype, key);
+  }
+  // On the event itself, such a key is an unknown field, refused with its path.
+  const { rejected } = validateText(
+    `{"events":[{"eventType":"page_viewed","profileId":"p","__proto__":{"x":1}}]}`,
+  );
+  assert.equal(rejected[0]!.errors[0]!.message.includes("__proto__"), true);
 });
 
 /** What validateBatch does with `body`: its error's code and message, or "ok". */
@@ -1200,13 +1227,55 @@ Deno.test("validateBatch: escapes and bytes that are not UTF-8 are sized event b
   const escaped = validateBatch(parseJsonBody(new TextEncoder().encode(wide)), options);
   assert.equal(escaped.accepted.length, 0);
   assert.deepEqual(escaped.rejected[0]!.errors.map((e) => e.path), ["$.events[0]"]);
-  // 11,000 bytes that are not UTF-8 decode to U+FFFD, three bytes each in the event's JSON.
+  // 11,000 bytes that are not UTF-8: parseJsonBody refuses them; decoded leniently by a caller,
+  // they are U+FFFD, three bytes each in the event's JSON.
   const head = new TextEncoder().encode(
     `{"events":[{"eventType":"page_viewed","profileId":"p1","properties":{"s":"`,
   );
   const tail = new TextEncoder().encode(`"}}]}`);
   const bytes = new Uint8Array([...head, ...new Uint8Array(11_000).fill(0xff), ...tail]);
-  const invalid = validateBatch(parseJsonBody(bytes), options);
+  assert.throws(
+    () => parseJsonBody(bytes),
+    (err) => toHttpError(err).code === "bad_request" && /UTF-8/.test((err as Error).message),
+  );
+  const lenient = new TextDecoder().decode(bytes);
+  const invalid = validateBatch(
+    { value: JSON.parse(lenient), text: lenient, bytes: bytes.byteLength },
+    options,
+  );
   assert.equal(invalid.accepted.length, 0);
   assert.match(invalid.rejected[0]!.errors[0]!.message, /exceeds 32768 bytes/);
+});
+
+Deno.test("parseJsonBody: bytes that are not UTF-8 are 400 bad_request, never replaced", () => {
+  const valid = new TextEncoder().encode(`{"events":[{"eventType":"a","profileId":"é"}]}`);
+  assert.equal(
+    (parseJsonBody(valid).value as { events: { profileId: string }[] }).events[0]!
+      .profileId,
+    "é",
+  );
+  for (
+    const bad of [
+      [0xff],
+      [0xc3], // a truncated two-byte sequence
+      [0xc0, 0xaf], // an overlong '/'
+      [0xed, 0xa0, 0x80], // a surrogate's CESU-8 bytes
+      [0xf4, 0x90, 0x80, 0x80], // past U+10FFFF
+    ]
+  ) {
+    const bytes = new Uint8Array([
+      ...new TextEncoder().encode(
+        `{"events":[{"eventType":"a","profileId":"p","properties":{"s":"`,
+      ),
+      ...bad,
+      ...new TextEncoder().encode(`"}}]}`),
+    ]);
+    assert.throws(
+      () => parseJsonBody(bytes),
+      (err) =>
+        toHttpError(err).status === 400 && toHttpError(err).code === "bad_request" &&
+        (err as Error).message === "body is not valid UTF-8",
+      JSON.stringify(bad),
+    );
+  }
 });
