@@ -15,7 +15,7 @@
  * @module
  */
 import type { Sql, Tx } from "../store/db.ts";
-import { bumpBrandVersion } from "../tenancy/brands.ts";
+import { bumpBrandVersion, closeScopeWrites } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
 import { log, type LogLevel } from "../log.ts";
 import {
@@ -269,6 +269,9 @@ function _effect(
     }
     case "shop/redact":
       return async (tx) => {
+        // First: the writes in flight to the shop finish (and are erased below), later ones are
+        // refused, and the brand's keys stop writing until an operator reconnects it.
+        await closeScopeWrites(tx, delivery.shop, base.now);
         await tx`delete from orders where brand_id = ${brandId}`;
         await tx`delete from subscriptions where brand_id = ${brandId}`;
         await tx`delete from contacts where brand_id = ${brandId}`;

@@ -629,6 +629,16 @@ export const MIGRATIONS: readonly Migration[] = [
       end $$;
     `,
   },
+  {
+    version: 18,
+    name: "integrations_redacted_at",
+    sql: `
+      -- Set by Shopify's shop/redact, which erased the shop's data: the brand may not write
+      -- (API keys, queued events, imports) until an operator reconnects the integration, which
+      -- clears it.
+      alter table integrations add column redacted_at timestamptz;
+    `,
+  },
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

@@ -7,7 +7,13 @@ import {
   mergeProfiles,
 } from "../../../lib/engine/apply_events.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
-import { type Engine, type EventBatch, type IngestEvent } from "../../../lib/engine/engine.ts";
+import {
+  createCommitGate,
+  type Engine,
+  type EventBatch,
+  type IngestEvent,
+} from "../../../lib/engine/engine.ts";
+import { SHOP_ERASED_MESSAGE } from "../../../lib/tenancy/brands.ts";
 import { databaseFailure, type Sql } from "../../../lib/store/db.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
@@ -301,6 +307,49 @@ Deno.test("engine: past its deadline a batch stores nothing", async () => {
     );
     assert.equal(await count(sql, "events"), 0);
     assert.equal(await count(sql, "profiles"), 0);
+  });
+});
+
+Deno.test("engine: a gate the budget closed first refuses the commit; an open one lets it and says so", async () => {
+  await withEngine(async (engine, sql) => {
+    const closed = createCommitGate();
+    assert.equal(closed.expire(), true);
+    await assert.rejects(
+      engine.applyEvents(batch([event({ profileId: "late" })]), { gate: closed }),
+      /budget ran out before the commit/,
+    );
+    assert.equal(await count(sql, "events"), 0);
+    assert.equal(await count(sql, "profiles"), 0);
+
+    const open = createCommitGate();
+    const results = await engine.applyEvents(batch([event({ profileId: "on_time" })]), {
+      gate: open,
+    });
+    assert.equal(results[0]!.ok, true);
+    assert.equal(open.committing, true);
+    // Once the commit has begun, the budget can no longer run out.
+    assert.equal(open.expire(), false);
+    assert.equal(await count(sql, "events"), 1);
+  });
+});
+
+Deno.test("engine: a scope whose shop was erased (shop/redact) stores nothing; each event is a 403", async () => {
+  await withEngine(async (engine, sql) => {
+    await sql`insert into brands (id, name) values ('b1', 'B')`;
+    await sql`
+      insert into integrations (id, integration_id, brand_id, shop_domain, status, redacted_at)
+      values ('i1', ${crypto.randomUUID()}, 'b1', ${SCOPE}, 'disconnected', now())`;
+    const events = [event({ profileId: "p1" }), update("p1", { update: { "properties.a": 1 } })];
+    const results = await engine.applyEvents(batch(events));
+    assert.deepEqual(results, [
+      { ok: false, status: 403, error: SHOP_ERASED_MESSAGE },
+      { ok: false, status: 403, error: SHOP_ERASED_MESSAGE },
+    ]);
+    assert.equal(await count(sql, "events"), 0);
+    assert.equal(await count(sql, "profiles"), 0);
+    // Another scope is not concerned.
+    await engine.applyEvents(batch([event({ profileId: "p1" })], "server", "other.myshopify.com"));
+    assert.equal(await count(sql, "events", "other.myshopify.com"), 1);
   });
 });
 
