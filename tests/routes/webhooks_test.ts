@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { findBrandContext } from "../../lib/tenancy/brands.ts";
+import { findBrandContext, setBrand } from "../../lib/tenancy/brands.ts";
+import { startForwarder } from "../../lib/ingest/forwarder.ts";
+import { listDeadLetters, readBacklog } from "../../lib/ingest/queue.ts";
 import {
   importWebhookKey,
   pruneWebhookDeliveries,
@@ -8,7 +10,7 @@ import {
   WEBHOOK_DELIVERY_RETENTION_MS,
 } from "../../lib/shopify/webhooks.ts";
 import { shopifyOrder } from "../lib/shopify/shopify_payloads.ts";
-import { errorBody, type TestContext, withContext } from "../test_support.ts";
+import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 
 const SECRET = "shpss_0123456789abcdef0123456789abcdef";
 const ENV = { SHOPIFY_API_SECRET: SECRET };
@@ -755,6 +757,74 @@ Deno.test("webhooks: shop/redact deletes that shop's commerce data only and disc
     assert.equal(context?.integration?.status, "disconnected");
     assert.equal(context?.scope, a.scope);
     assert.equal((await getOrder(ctx, b, "21")).body.total, "199.99");
+  }, ENV);
+});
+
+const postEvents = (ctx: TestContext, key: string, profileId: string, query = "") =>
+  ctx.request(`/cdp/events${query}`, key, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({
+      events: [{
+        eventType: "updateProperties",
+        profileId,
+        properties: { update: { "properties.email": "bob@example.com" } },
+      }],
+    }),
+  });
+
+const storedEvents = async (ctx: TestContext, scope: string) =>
+  (await ctx.sql`select count(*)::int as n from events where scope = ${scope}`)[0]!.n as number;
+
+Deno.test("webhooks: after shop/redact the brand writes nothing until an operator reconnects it", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const other = await ctx.seedBrand();
+    const scope = brand.scope!;
+    // Queued before the erasure, applied after it.
+    assert.equal((await postEvents(ctx, brand.key, "store_bob")).status, 202);
+    await ok(await deliver(ctx, brand, { topic: "shop/redact", body: { shop_domain: scope } }));
+
+    for (const query of ["", "?sync=true"]) {
+      const res = await postEvents(ctx, brand.key, "store_bob", query);
+      assert.equal(res.status, 403, query);
+      const error = await errorBody(res);
+      assert.equal(error.error, "forbidden");
+      assert.match(error.error_description, /erased \(shop\/redact\).*reconnect/);
+    }
+    assert.equal((await ctx.request("/cdp/segments", brand.key)).status, 403);
+    // The storefront pixel of the erased shop is refused too.
+    const pixel = await ctx.request(`/cdp/ingest?shop=${scope}`, null, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Origin: `https://${scope}` },
+      body: JSON.stringify({ events: [{ eventType: "page_viewed", profileId: "anon_1" }] }),
+    });
+    assert.notEqual(pixel.status, 202);
+    assert.equal((await postEvents(ctx, other.key, "store_ann")).status, 202);
+
+    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    await eventually(async () => (await readBacklog(ctx.kv)) === 0);
+    const letters = await listDeadLetters(ctx.kv, brand.brandId);
+    assert.equal(letters.length, 1);
+    assert.match(letters[0]!.reason, /: 403 the shop's data was erased \(shop\/redact\)/);
+    assert.equal(await storedEvents(ctx, scope), 0);
+    assert.equal(
+      (await ctx.sql`select count(*)::int as n from profiles where scope = ${scope}`)[0]!.n,
+      0,
+    );
+    assert.equal(await storedEvents(ctx, other.scope!), 1);
+
+    // `admin brand set --brand ID --integration connected` reopens it.
+    await setBrand({ sql: ctx.sql, kv: ctx.kv, now: ctx.clock.now }, {
+      brandId: brand.brandId,
+      integration: "connected",
+    });
+    const again = await postEvents(ctx, brand.key, "store_bob", "?sync=true");
+    assert.equal(again.status, 200, await again.clone().text());
+    assert.equal((await again.json()).results[0].ok, true);
+    assert.equal(await storedEvents(ctx, scope), 1);
+    ctx.kv.close();
+    await forwarder;
   }, ENV);
 });
 
