@@ -340,12 +340,12 @@ Deno.test("webhooks: a repeated webhook id is applied once; a new id with the sa
       select sum(jsonb_array_length(line_items))::int as n from orders`;
     assert.equal(items!.n, 2);
     assert.equal(await count(ctx, "webhook_deliveries"), 2);
-    // The same webhook id from another shop is another delivery.
+    // The same webhook id from another shop is a replay: refused, nothing stored there.
     const other = await ctx.seedBrand();
-    assert.equal(
-      (await ok(await deliver(ctx, other, { webhookId: "dup-1", body: first }))).outcome,
-      "applied",
-    );
+    const replay = await deliver(ctx, other, { webhookId: "dup-1", body: first });
+    assert.equal(replay.status, 400);
+    assert.match((await errorBody(replay)).error_description, /delivered for another shop/);
+    assert.equal(await count(ctx, "orders", other.brandId), 0);
   }, ENV);
 });
 
@@ -724,12 +724,19 @@ Deno.test("webhooks: shop/redact deletes that shop's commerce data only and disc
   await withContext(async (ctx) => {
     const a = await ctx.seedBrand();
     const b = await ctx.seedBrand();
-    for (const brand of [a, b]) {
-      await ok(await deliver(ctx, brand, { body: order(21, "2026-01-01T00:00:00Z") }));
+    for (const [i, brand] of [a, b].entries()) {
+      // Each shop's own deliveries: the same signed body is never applied to two shops.
+      await ok(
+        await deliver(ctx, brand, {
+          body: order(21, "2026-01-01T00:00:00Z", {
+            order_status_url: `https://${brand.scope}/548380009/orders/abc/authenticate?key=k`,
+          }),
+        }),
+      );
       await ok(
         await deliver(ctx, brand, {
           topic: "subscription_contracts/create",
-          body: { id: 31, status: "ACTIVE", customer_id: 207119551 },
+          body: { id: 31 + i, status: "ACTIVE", customer_id: 207119551 },
         }),
       );
     }
@@ -825,6 +832,69 @@ Deno.test("webhooks: after shop/redact the brand writes nothing until an operato
     assert.equal(await storedEvents(ctx, scope), 1);
     ctx.kv.close();
     await forwarder;
+  }, ENV);
+});
+
+const fixture = (name: string) =>
+  Deno.readTextFile(new URL(`../fixtures/shopify/${name}.json`, import.meta.url));
+
+Deno.test("webhooks: a delivery replayed into another shop, under its webhook id or a new one, is 400 and changes nothing", async () => {
+  await withContext(async (ctx) => {
+    const shop = await ctx.seedBrand({ shop: "jsmith.myshopify.com" });
+    const victim = await ctx.seedBrand();
+    // customers/create carries nothing that names its shop: only the delivery's binding tells.
+    const body = await fixture("customers_create");
+    const topic = "customers/create";
+    assert.equal(
+      (await ok(await deliver(ctx, shop, { topic, webhookId: "w-1", body }))).outcome,
+      "applied",
+    );
+    for (const webhookId of ["w-1", "w-2"]) {
+      const replay = await deliver(ctx, victim, { topic, webhookId, body });
+      assert.equal(replay.status, 400, webhookId);
+      assert.match((await errorBody(replay)).error_description, /delivered for another shop/);
+    }
+    assert.equal(await count(ctx, "contacts", victim.brandId), 0);
+    // A webhook id is consumed once globally, whatever the body.
+    const otherBody = body.replace("bob@biller.com", "ann@biller.com").replace("0084", "0085");
+    const reused = await deliver(ctx, victim, { topic, webhookId: "w-1", body: otherBody });
+    assert.equal(reused.status, 400);
+    assert.equal(await count(ctx, "contacts", victim.brandId), 0);
+    assert.equal(await count(ctx, "webhook_deliveries"), 1);
+    // The shop's own retry is a duplicate; its own new id and new bodies still apply.
+    assert.equal(
+      (await ok(await deliver(ctx, shop, { topic, webhookId: "w-1", body }))).outcome,
+      "duplicate",
+    );
+    assert.equal(
+      (await ok(await deliver(ctx, shop, { topic, webhookId: "w-3", body }))).outcome,
+      "applied",
+    );
+    assert.equal(
+      (await ok(await deliver(ctx, victim, { topic, webhookId: "w-4", body: otherBody }))).outcome,
+      "applied",
+    );
+    assert.equal(await count(ctx, "contacts", shop.brandId), 1);
+    assert.equal(await count(ctx, "contacts", victim.brandId), 1);
+  }, ENV);
+});
+
+Deno.test("webhooks: an order whose order_status_url is on another *.myshopify.com is 400; a custom domain passes", async () => {
+  await withContext(async (ctx) => {
+    const shop = await ctx.seedBrand({ shop: "jsmith.myshopify.com" });
+    const victim = await ctx.seedBrand();
+    const body = await fixture("orders_create");
+    // Never delivered to its own shop first: the payload itself names the shop.
+    const res = await deliver(ctx, victim, { body });
+    assert.equal(res.status, 400);
+    assert.match((await errorBody(res)).error_description, /names another shop/);
+    assert.equal(await count(ctx, "orders", victim.brandId), 0);
+    assert.equal(await count(ctx, "webhook_deliveries"), 0);
+    assert.equal((await ok(await deliver(ctx, shop, { body }))).outcome, "applied");
+    const custom = body.replace("https://jsmith.myshopify.com/", "https://shop.example.com/")
+      .replace("450789469", "450789470");
+    assert.equal((await ok(await deliver(ctx, victim, { body: custom }))).outcome, "applied");
+    assert.equal(await count(ctx, "orders", victim.brandId), 1);
   }, ENV);
 });
 
