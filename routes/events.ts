@@ -88,7 +88,9 @@ const ingest = createRoute({
   summary: "Send a batch of events",
   description: `Async (default): up to ${MAX_ASYNC_BATCH} events, validated at the edge, queued, ` +
     `answered 202. Sync (?sync=true): up to ${MAX_SYNC_BATCH} events applied inline within the ` +
-    "sync budget, answered 200 with a result per event. Body at most 256 KB; events at most " +
+    "sync budget (it bounds the work up to the commit: a 503 means nothing was stored, and a " +
+    "commit begun in time is waited for and answered by its outcome), answered 200 with a " +
+    "result per event. Body at most 256 KB; events at most " +
     "32 KB each. `scope`, `shopDomain` and `source` are refused anywhere in the batch.",
   security: apiKeySecurity,
   request: {
