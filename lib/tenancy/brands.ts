@@ -321,11 +321,14 @@ function _scopeWritesLock(tx: Tx, scope: string, mode: "shared" | "exclusive") {
  * erase them too), and writes that come after it see the mark.
  */
 export async function scopeWritesClosed(tx: Tx, scope: string): Promise<boolean> {
-  await _scopeWritesLock(tx, scope, "shared");
-  // A statement of its own: its snapshot is taken once the lock is held.
-  const [row] = await tx<{ closed: boolean }[]>`
-    select redacted_at is not null as closed from integrations where shop_domain = ${scope}`;
-  return row?.closed ?? false;
+  // Two statements sent together (one round trip): the second's snapshot is taken once the first
+  // holds the lock, so it sees an erasure that committed while the lock was awaited.
+  const [, rows] = await Promise.all([
+    _scopeWritesLock(tx, scope, "shared"),
+    tx<{ closed: boolean }[]>`
+      select redacted_at is not null as closed from integrations where shop_domain = ${scope}`,
+  ]);
+  return rows[0]?.closed ?? false;
 }
 
 /**

@@ -13,9 +13,9 @@ import {
   type EventBatch,
   type IngestEvent,
 } from "../../../lib/engine/engine.ts";
-import { SHOP_ERASED_MESSAGE } from "../../../lib/tenancy/brands.ts";
-import { databaseFailure, type Sql } from "../../../lib/store/db.ts";
-import { freshDatabase, testClock } from "../../test_support.ts";
+import { closeScopeWrites, SHOP_ERASED_MESSAGE } from "../../../lib/tenancy/brands.ts";
+import { databaseFailure, type Sql, type Tx } from "../../../lib/store/db.ts";
+import { DATABASE_URL, eventually, freshDatabase, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
 const newId = monotonicFactory();
@@ -351,6 +351,39 @@ Deno.test("engine: a scope whose shop was erased (shop/redact) stores nothing; e
     await engine.applyEvents(batch([event({ profileId: "p1" })], "server", "other.myshopify.com"));
     assert.equal(await count(sql, "events", "other.myshopify.com"), 1);
   });
+});
+
+Deno.test({
+  name: "engine: a batch that arrives while shop/redact runs waits for it, then stores nothing",
+  // PGlite runs one transaction at a time: the two can never overlap there.
+  ignore: !DATABASE_URL,
+  async fn() {
+    await withEngine(async (engine, sql) => {
+      await sql`insert into brands (id, name) values ('b1', 'B')`;
+      await sql`
+        insert into integrations (id, integration_id, brand_id, shop_domain, status)
+        values ('i1', ${crypto.randomUUID()}, 'b1', ${SCOPE}, 'connected')`;
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => release = resolve);
+      const erasing = sql.begin(async (tx) => {
+        await closeScopeWrites(tx as unknown as Tx, SCOPE, new Date());
+        await held;
+      });
+      // The erasure holds the scope's lock; the batch waits for it (observed, not timed).
+      await eventually(async () =>
+        (await sql`select 1 from pg_locks where locktype = 'advisory'`).length > 0
+      );
+      const applying = engine.applyEvents(batch([event({ profileId: "late" })]));
+      await eventually(async () =>
+        (await sql`select 1 from pg_locks where locktype = 'advisory' and not granted`).length > 0
+      );
+      release();
+      await erasing;
+      assert.deepEqual(await applying, [{ ok: false, status: 403, error: SHOP_ERASED_MESSAGE }]);
+      assert.equal(await count(sql, "events"), 0);
+      assert.equal(await count(sql, "profiles"), 0);
+    });
+  },
 });
 
 // --- the visits-only statements (no updateProperties, no merge target) ---
