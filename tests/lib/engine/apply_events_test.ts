@@ -364,18 +364,23 @@ Deno.test({
         insert into integrations (id, integration_id, brand_id, shop_domain, status)
         values ('i1', ${crypto.randomUUID()}, 'b1', ${SCOPE}, 'connected')`;
       let release!: () => void;
+      let closed!: () => void;
       const held = new Promise<void>((resolve) => release = resolve);
+      const locked = new Promise<void>((resolve) => closed = resolve);
       const erasing = sql.begin(async (tx) => {
         await closeScopeWrites(tx as unknown as Tx, SCOPE, new Date());
+        closed();
         await held;
       });
+      await locked;
       // The erasure holds the scope's lock; the batch waits for it (observed, not timed).
-      await eventually(async () =>
-        (await sql`select 1 from pg_locks where locktype = 'advisory'`).length > 0
-      );
       const applying = engine.applyEvents(batch([event({ profileId: "late" })]));
       await eventually(async () =>
-        (await sql`select 1 from pg_locks where locktype = 'advisory' and not granted`).length > 0
+        (await sql`
+          select 1 from pg_locks
+          where locktype = 'advisory' and not granted
+            and database = (select oid from pg_database where datname = current_database())`)
+          .length > 0
       );
       release();
       await erasing;
