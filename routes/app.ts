@@ -59,7 +59,8 @@ export function createApp(
   app.openAPIRegistry.registerComponent("securitySchemes", "apiKey", {
     type: "http",
     scheme: "bearer",
-    description: "An API key: `Authorization: Bearer svc_...`",
+    description: "An API key: `Authorization: Bearer svc_...`. A brand whose shop was erased by " +
+      "Shopify's shop/redact is 403 `forbidden` on every route until an operator reconnects it.",
   });
   app.openAPIRegistry.registerComponent("securitySchemes", "sessionToken", {
     type: "http",

@@ -7,7 +7,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { z as zod } from "zod";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { type AuthContext, requireScope } from "../lib/http/auth.ts";
-import type { ApplyResult, EventBatch } from "../lib/engine/engine.ts";
+import { type ApplyResult, createCommitGate, type EventBatch } from "../lib/engine/engine.ts";
+import { databaseFailure } from "../lib/store/db.ts";
 import { bufferBody } from "../lib/http/body_limit.ts";
 import { HttpError } from "../lib/http/errors.ts";
 import { EVENT_TYPES, eventTypeSummary } from "../lib/engine/event_types.ts";
@@ -87,7 +88,9 @@ const ingest = createRoute({
   summary: "Send a batch of events",
   description: `Async (default): up to ${MAX_ASYNC_BATCH} events, validated at the edge, queued, ` +
     `answered 202. Sync (?sync=true): up to ${MAX_SYNC_BATCH} events applied inline within the ` +
-    "sync budget, answered 200 with a result per event. Body at most 256 KB; events at most " +
+    "sync budget (it bounds the work up to the commit: a 503 means nothing was stored, and a " +
+    "commit begun in time is waited for and answered by its outcome), answered 200 with a " +
+    "result per event. Body at most 256 KB; events at most " +
     "32 KB each. `scope`, `shopDomain` and `source` are refused anywhere in the batch.",
   security: apiKeySecurity,
   request: {
@@ -232,8 +235,11 @@ async function _syncThrottle(deps: AppDeps, auth: AuthContext): Promise<void> {
 }
 
 /**
- * Applies a sync batch under a hard budget. Past it the answer is 503 at once; the engine
- * refuses to commit after its deadline, so nothing is stored and nothing is queued.
+ * Applies a sync batch under a hard budget on the work up to its commit. The budget's end and
+ * the engine's commit meet at a gate (lib/engine/engine.ts): when the budget runs out first, the
+ * answer is 503 at once and the engine rolls back, so nothing is stored; once the engine has
+ * begun to commit, the answer waits for the commit and follows its outcome. A 503 "nothing was
+ * stored" is therefore never given for a batch that was stored (a retry would duplicate it).
  */
 async function _applyWithinBudget(
   deps: AppDeps,
@@ -241,23 +247,40 @@ async function _applyWithinBudget(
   budgetMs: number,
 ): Promise<ApplyResult[]> {
   const deadline = Date.now() + budgetMs;
+  const gate = createCommitGate();
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const applying = deps.engine.applyEvents(batch, { deadline });
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`sync budget of ${budgetMs} ms exceeded`)), budgetMs);
+  const applying = deps.engine.applyEvents(batch, { deadline, gate });
+  // Settles only when the budget wins; while a commit runs it stays pending.
+  const expired = new Promise<"expired">((resolve) => {
+    timer = setTimeout(() => gate.expire() && resolve("expired"), budgetMs);
   });
+  let outcome: ApplyResult[] | "expired";
   try {
-    return await Promise.race([applying, timeout]);
+    outcome = await Promise.race([applying, expired]);
   } catch (err) {
-    // The losing engine call still settles (it rolls back); never leave its rejection unhandled.
-    applying.catch(() => {});
+    // The commit itself failing means it rolled back, unless the connection broke under it.
+    const unknown = gate.committing && databaseFailure(err) === "lost";
     throw new HttpError(
       503,
       "upstream_unavailable",
-      "the engine did not apply the batch within the sync budget; nothing was stored",
+      unknown
+        ? "the connection to the database broke while the batch was committing; it may have " +
+          "been stored"
+        : "the engine did not apply the batch within the sync budget; nothing was stored",
       { cause: err },
     );
   } finally {
     clearTimeout(timer);
   }
+  if (outcome === "expired") {
+    // The losing engine call still settles (it rolls back); never leave its rejection unhandled.
+    applying.catch(() => {});
+    throw new HttpError(
+      503,
+      "upstream_unavailable",
+      `the engine did not apply the batch within the sync budget of ${budgetMs} ms; nothing was ` +
+        "stored",
+    );
+  }
+  return outcome;
 }

@@ -31,7 +31,10 @@ const shopifyWebhook = createRoute({
   description: "The body is authenticated by `X-Shopify-Hmac-Sha256`, the base64 HMAC-SHA256 " +
     "of the raw body with `SHOPIFY_API_SECRET` (constant-time comparison); a bad or missing " +
     "signature is 401 and changes nothing, checked before anything else is looked at. A " +
-    "repeated `X-Shopify-Webhook-Id` is acknowledged and not applied twice. Topics with an " +
+    "repeated `X-Shopify-Webhook-Id` is acknowledged and not applied twice. A delivery belongs " +
+    "to one shop: a webhook id or a signed body already delivered for another shop, or a " +
+    "payload naming another shop (`shop_domain`, `myshopify_domain`, the `*.myshopify.com` " +
+    "host of `order_status_url`), is 400 and changes nothing. Topics with an " +
     `effect: ${WEBHOOK_TOPICS.join(", ")}; others, and shops that are not integrations, are ` +
     "acknowledged (200) and ignored, since Shopify retries any other answer for 48 hours.",
   security: noSecurity,
@@ -138,11 +141,13 @@ export function webhookRoutes(deps: AppDeps) {
     if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
       throw new HttpError(400, "bad_request", "body is not a JSON object");
     }
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
     const result = await applyWebhook(deps, {
       topic: topic!.toLowerCase(),
       shop,
       webhookId: webhookId!,
       payload: payload as Record<string, unknown>,
+      bodyDigest: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""),
     });
     await recordWebhookReceipt(deps.kv, shop, {
       topic: topic!.toLowerCase(),

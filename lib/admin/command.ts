@@ -8,7 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { DomainError } from "../errors.ts";
-import { findBrandContext } from "../tenancy/brands.ts";
+import { assertBrandWritable, type BrandContext, findBrandContext } from "../tenancy/brands.ts";
 import type { Config } from "../config.ts";
 import type { Database } from "../store/db.ts";
 import type { Stores } from "../store/stores.ts";
@@ -144,6 +144,20 @@ export async function requireBrand(stores: CommandStores, brandId: string): Prom
   if (!(await findBrandContext(stores.sql, brandId))) {
     throw new DomainError("not_found", `no brand ${brandId}`);
   }
+}
+
+/**
+ * The brand, for a command that writes its data: not found unless it exists, forbidden while
+ * shop/redact has erased its shop and no operator has reconnected it.
+ */
+export async function requireWritableBrand(
+  stores: CommandStores,
+  brandId: string,
+): Promise<BrandContext> {
+  const brand = await findBrandContext(stores.sql, brandId);
+  if (!brand) throw new DomainError("not_found", `no brand ${brandId}`);
+  assertBrandWritable(brand);
+  return brand;
 }
 
 /** A command's name in a URL: its words joined by `-` (`brand create` is `brand-create`). */

@@ -7,7 +7,7 @@ import { monotonicFactory } from "ulid";
 import { importNdjson } from "../commerce/import.ts";
 import { orderImport } from "../commerce/orders.ts";
 import { subscriptionImport } from "../commerce/subscriptions.ts";
-import { brandAndFile, type Commands, defineCommand, requireBrand } from "./command.ts";
+import { brandAndFile, type Commands, defineCommand, requireWritableBrand } from "./command.ts";
 
 /** `orders import`, `subscriptions import`. */
 export const importCommands: Commands = {
@@ -23,7 +23,7 @@ function _importCommand(kind: "orders" | "subscriptions") {
     parse: brandAndFile,
     input: (parsed) => parsed.file,
     async run(stores, input, _config, io) {
-      await requireBrand(stores, input.brandId);
+      await requireWritableBrand(stores, input.brandId);
       const stream = await io.open(input.file);
       const steps = {
         brandId: input.brandId,

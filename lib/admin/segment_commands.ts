@@ -5,8 +5,7 @@
  * @module
  */
 import { importUnomiSegments } from "../engine/segment_import.ts";
-import { findBrandContext } from "../tenancy/brands.ts";
-import { brandAndFile, type Commands, defineCommand } from "./command.ts";
+import { brandAndFile, type Commands, defineCommand, requireWritableBrand } from "./command.ts";
 
 /** `segments import`. */
 export const segmentCommands: Commands = {
@@ -17,8 +16,7 @@ export const segmentCommands: Commands = {
     parse: brandAndFile,
     input: (parsed) => parsed.file,
     async run(stores, input, _config, io) {
-      const brand = await findBrandContext(stores.sql, input.brandId);
-      if (!brand) throw new Error(`no brand ${input.brandId}`);
+      const brand = await requireWritableBrand(stores, input.brandId);
       if (!brand.scope) {
         throw new Error(`brand ${input.brandId} has no shop: segments need a scope`);
       }

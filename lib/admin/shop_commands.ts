@@ -21,6 +21,7 @@ import {
   parseFlags,
   requireBrand,
   requiredFlag,
+  requireWritableBrand,
   UsageError,
 } from "./command.ts";
 
@@ -51,7 +52,7 @@ export const shopCommands: Commands = {
       };
     },
     async run(stores, input, config) {
-      await requireBrand(stores, input.brandId);
+      await requireWritableBrand(stores, input.brandId);
       const request = {
         runId: ulidSource()(),
         brandId: input.brandId,

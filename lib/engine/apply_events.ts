@@ -10,11 +10,13 @@ import { databaseFailure, jsonParam, type Sql, type Tx } from "../store/db.ts";
 import {
   type ApplyResult,
   checkEvent,
+  type CommitGate,
   type EventBatch,
   type EventSource,
   type IngestEvent,
 } from "./engine.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
+import { scopeWritesClosed, SHOP_ERASED_MESSAGE } from "../tenancy/brands.ts";
 
 interface _EventRow {
   id: string;
@@ -76,12 +78,13 @@ export function defaultSessionId(profileId: string, timeStamp: string): string {
  * An event the database refuses for its data (a `data` {@linkcode databaseFailure}) fails alone: the
  * batch is applied again in one transaction, halved under savepoints until each refused event
  * is on its own, and that event's result is a 400 carrying the database's message. Any other
- * error (connection, timeout, deadline) throws: nothing was stored and a retry may work.
+ * error (connection, timeout, deadline) throws: nothing was stored and a retry may work. A scope
+ * whose shop was erased (shop/redact) stores nothing: every event's result is a 403.
  */
 export async function applyEventBatch(
   sql: Sql,
   batch: EventBatch,
-  options: { now: () => Date; deadline?: number },
+  options: { now: () => Date; deadline?: number; gate?: CommitGate },
 ): Promise<ApplyResult[]> {
   return (await applyEventBatches(sql, [batch], options))[0]!;
 }
@@ -95,7 +98,7 @@ export async function applyEventBatch(
 export async function applyEventBatches(
   sql: Sql,
   batches: EventBatch[],
-  options: { now: () => Date; deadline?: number },
+  options: { now: () => Date; deadline?: number; gate?: CommitGate },
 ): Promise<ApplyResult[][]> {
   const first = batches[0];
   const results: ApplyResult[][] = batches.map(() => []);
@@ -148,14 +151,13 @@ export async function applyEventBatches(
   const refused = new Map<string, string>();
   // Pixel events refused for the profile they name (decided under its lock).
   const forbidden = new Map<string, string>();
-  let updated: Map<string, boolean>;
+  let updated: Map<string, boolean> | null;
   try {
     // The common case pays nothing for the isolation: no savepoint unless the batch fails.
-    updated = await _transaction(
-      sql,
-      options,
-      (tx) => _applyRows(tx, group, rows, now, forbidden),
-    );
+    updated = await _transaction(sql, options, async (tx) => {
+      if (await scopeWritesClosed(tx, group.scope)) return null;
+      return await _applyRows(tx, group, rows, now, forbidden);
+    });
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
     forbidden.clear();
@@ -164,6 +166,7 @@ export async function applyEventBatches(
       updated = new Map();
     } else {
       updated = await _transaction(sql, options, async (tx) => {
+        if (await scopeWritesClosed(tx, group.scope)) return null;
         const changed = new Map<string, boolean>();
         // In the order the whole batch applies them, so the parts have the same effects.
         const ordered = [...rows].sort((a, b) =>
@@ -176,6 +179,13 @@ export async function applyEventBatches(
         return changed;
       });
     }
+  }
+  if (updated === null) {
+    // shop/redact erased the scope: a batch queued before it must not bring its data back.
+    for (const row of [...rows, ...copies]) {
+      results[row.batch]![row.position] = { ok: false, status: 403, error: SHOP_ERASED_MESSAGE };
+    }
+    return results;
   }
   for (const row of rows) {
     const error = refused.get(row.id);
@@ -204,10 +214,13 @@ export function dataErrorMessage(err: unknown): string {
   return text.length > 500 ? `${text.slice(0, 499)}…` : text;
 }
 
-/** Runs `fn` in a transaction under the batch's deadline, if it has one. */
+/**
+ * Runs `fn` in a transaction under the batch's deadline, if it has one, and commits only when
+ * the gate, if any, lets it.
+ */
 async function _transaction<T>(
   sql: Sql,
-  options: { deadline?: number },
+  options: { deadline?: number; gate?: CommitGate },
   fn: (tx: Tx) => Promise<T>,
 ): Promise<T> {
   return await sql.begin(async (tx) => {
@@ -220,6 +233,10 @@ async function _transaction<T>(
     // The last chance to refuse: past the budget the caller has answered 503, so commit nothing.
     if (options.deadline !== undefined && Date.now() > options.deadline) {
       throw new Error("deadline exceeded; the batch was rolled back");
+    }
+    // Nothing is awaited from here to the driver's COMMIT: the gate's answer is the outcome's.
+    if (options.gate && !options.gate.beginCommit()) {
+      throw new Error("the budget ran out before the commit; the batch was rolled back");
     }
     return result;
   }) as T;

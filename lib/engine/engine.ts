@@ -51,15 +51,60 @@ export interface Engine {
    * Applies a batch in one transaction, idempotently by event id. Permanent per-event failures
    * (a schema problem, or values the store refuses) are results with a 4xx status and the
    * others apply; a thrown error means nothing was stored and a retry may work.
-   * Past `deadline` (epoch ms) it throws and stores nothing.
+   * Past `deadline` (epoch ms) it throws and stores nothing; with a `gate`, it asks the gate
+   * right before it commits and rolls back when refused.
    */
-  applyEvents(batch: EventBatch, options?: { deadline?: number }): Promise<ApplyResult[]>;
+  applyEvents(
+    batch: EventBatch,
+    options?: { deadline?: number; gate?: CommitGate },
+  ): Promise<ApplyResult[]>;
   /**
    * Optional: applies several batches of one scope and source in one transaction, with the
    * effects of `applyEvents` on each in turn; the results are per batch. The forwarder groups
    * queued messages through it when the engine has it.
    */
   applyEventGroup?(batches: EventBatch[]): Promise<ApplyResult[][]>;
+}
+
+/**
+ * Where a caller's time budget meets the engine's commit: whichever comes first wins. Once the
+ * engine has begun to commit, the budget can no longer run out (the caller waits for the
+ * commit's outcome); once the budget has run out, the engine can no longer begin to commit (it
+ * rolls back). An answer given at the budget's end is therefore never contradicted by a commit.
+ */
+export interface CommitGate {
+  /** Asked by the engine right before it commits: true to commit, false to roll back. */
+  beginCommit(): boolean;
+}
+
+/** A {@linkcode CommitGate} with the budget's side. */
+export interface BudgetGate extends CommitGate {
+  /** The budget ran out: true when that wins (no commit will begin), false when a commit has. */
+  expire(): boolean;
+  /** True once the engine has begun to commit. */
+  readonly committing: boolean;
+}
+
+/** A fresh gate: neither committing nor expired. */
+export function createCommitGate(): BudgetGate {
+  let state: "open" | "committing" | "expired" = "open";
+  return {
+    beginCommit() {
+      // A second transaction of the same call (the retry that isolates refused events) may
+      // commit too: the caller is already waiting for the outcome.
+      if (state === "expired") return false;
+      state = "committing";
+      return true;
+    },
+    expire() {
+      if (state === "committing") return false;
+      state = "expired";
+      return true;
+    },
+    get committing() {
+      return state === "committing";
+    },
+  };
 }
 
 /** Checks an event against the registry: type known, properties valid, updates well-formed. */

@@ -12,7 +12,12 @@ import {
   liveApiKey,
   wellFormedKeyHash,
 } from "../tenancy/api_keys.ts";
-import type { BrandCache, BrandContext } from "../tenancy/brands.ts";
+import {
+  type BrandCache,
+  type BrandContext,
+  isShopErased,
+  SHOP_ERASED_MESSAGE,
+} from "../tenancy/brands.ts";
 import type { Config } from "../config.ts";
 import type { Sql } from "../store/db.ts";
 import { HttpError } from "./errors.ts";
@@ -45,7 +50,8 @@ const _KNOWN_KEYS = 10_000;
  * from `brands`, checked against the brand's version, read with the keys `prefetch` names (the
  * limiters' windows of the key and of its brand), which land in `c.var.kvPrefetch`. A key's id
  * and brand never change, so once a key has been seen they are known ahead and all of it is one
- * `getMany`.
+ * `getMany`. A brand whose shop was erased by shop/redact is 403 `forbidden` until an operator
+ * reconnects it.
  */
 export function apiKeyAuth<E extends AuthEnv = AuthEnv>(
   deps: { kv: Deno.Kv; sql: Sql; now: () => Date },
@@ -100,6 +106,9 @@ export function apiKeyAuth<E extends AuthEnv = AuthEnv>(
         headers: { "WWW-Authenticate": 'Bearer realm="cdp", error="invalid_token"' },
       });
     }
+    // After shop/redact the brand may not write, and there is nothing left to read: every data
+    // route is closed to it until an operator reconnects the shop.
+    if (isShopErased(brand)) throw new HttpError(403, "forbidden", SHOP_ERASED_MESSAGE);
     c.set("kvPrefetch", new Map(rest.map((entry) => [kvKeyId(entry.key), entry])));
     c.set("auth", { ...brand, keyId: record.id });
     await next();

@@ -12,11 +12,17 @@
  * without being applied again, and a delivery whose effect fails leaves no row, so Shopify's
  * retry applies it.
  *
+ * A delivery belongs to one shop: its webhook id and its signed body are bound in Deno KV to the
+ * first shop that presents them, for the retention (the signature covers the body only, so the
+ * headers of a captured delivery could otherwise name any shop), and a payload field that names
+ * a shop must name the header's.
+ *
  * @module
  */
 import type { Sql, Tx } from "../store/db.ts";
-import { bumpBrandVersion } from "../tenancy/brands.ts";
+import { bumpBrandVersion, closeScopeWrites } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
+import { webhookClaimKey } from "../store/kv_keys.ts";
 import { log, type LogLevel } from "../log.ts";
 import {
   contactLockKey,
@@ -123,6 +129,11 @@ export interface WebhookDelivery {
   shop: string;
   webhookId: string;
   payload: Payload;
+  /**
+   * The hex SHA-256 of the signed body (the route always gives it): bound to the shop with the
+   * webhook id, so that the same signed body is never applied to another shop.
+   */
+  bodyDigest?: string;
 }
 
 /** What became of a delivery; every outcome is acknowledged with 200. */
@@ -135,7 +146,7 @@ export interface WebhookResult {
 /** What {@linkcode applyWebhook} needs. */
 export interface WebhookDeps {
   sql: Sql;
-  /** Where a disconnect bumps the brand's version (cached brand contexts). */
+  /** Where a disconnect bumps the brand's version, and where deliveries are bound to shops. */
   kv: Deno.Kv;
   now: () => Date;
   newId: () => string;
@@ -161,6 +172,7 @@ export async function applyWebhook(
   _checkPayloadShop(delivery);
   const connected = integration.status === "connected";
   const effect = _effect(deps, delivery, integration.brand_id, connected);
+  await _claimDelivery(deps.kv, delivery);
   const now = deps.now();
   const result = await deps.sql.begin(async (sql) => {
     const tx = sql as unknown as Tx;
@@ -199,13 +211,59 @@ export async function pruneWebhookDeliveries(sql: Sql, now: Date): Promise<numbe
 // Topics whose effect changes the brand's integration (cached by the request pipeline).
 const _DISCONNECTING_TOPICS = new Set(["app/uninstalled", "shop/redact"]);
 
-/** Privacy and shop payloads name their shop; it must be the one of the header. */
+/**
+ * Privacy and shop payloads name their shop (`shop_domain`, `myshopify_domain`), and an order's
+ * `order_status_url` is on the shop's domain: a `*.myshopify.com` there must be the header's (a
+ * custom storefront domain cannot be told apart and passes).
+ */
 function _checkPayloadShop(delivery: WebhookDelivery): void {
-  const named = delivery.payload.shop_domain ?? delivery.payload.myshopify_domain;
-  if (named === undefined || named === null) return;
-  if (typeof named !== "string" || named.trim().toLowerCase() !== delivery.shop) {
-    throw new DomainError("invalid_input", "the payload names another shop than the header");
+  const { payload } = delivery;
+  const mismatch = () =>
+    new DomainError("invalid_input", "the payload names another shop than the header");
+  for (const named of [payload.shop_domain, payload.myshopify_domain]) {
+    if (named === undefined || named === null) continue;
+    if (typeof named !== "string" || named.trim().toLowerCase() !== delivery.shop) throw mismatch();
   }
+  if (typeof payload.order_status_url === "string") {
+    const host = URL.parse(payload.order_status_url)?.hostname.toLowerCase();
+    if (host?.endsWith(".myshopify.com") && host !== delivery.shop) throw mismatch();
+  }
+}
+
+/** Claims are re-read this many times when another delivery races for the same keys. */
+const _CLAIM_ATTEMPTS = 5;
+
+/**
+ * Binds the delivery's webhook id and signed body to its shop, or refuses it (invalid input,
+ * nothing changed) when either is bound to another shop already: a webhook id is consumed once
+ * globally, and a captured delivery cannot be replayed into another shop under a new id either.
+ * Shopify's retries and other topics of the same shop find their own shop and pass.
+ */
+async function _claimDelivery(kv: Deno.Kv, delivery: WebhookDelivery): Promise<void> {
+  const keys = [webhookClaimKey("id", delivery.webhookId)];
+  if (delivery.bodyDigest) keys.push(webhookClaimKey("body", delivery.bodyDigest));
+  for (let attempt = 0; attempt < _CLAIM_ATTEMPTS; attempt++) {
+    const entries = await kv.getMany<string[]>(keys);
+    const taken = entries.find((entry) => entry.value !== null && entry.value !== delivery.shop);
+    if (taken) {
+      throw new DomainError(
+        "invalid_input",
+        taken.key[2] === "id"
+          ? "this X-Shopify-Webhook-Id was delivered for another shop"
+          : "this signed body was delivered for another shop",
+      );
+    }
+    const free = entries.filter((entry) => entry.value === null);
+    if (free.length === 0) return;
+    const claim = kv.atomic();
+    for (const entry of free) {
+      claim.check(entry).set(entry.key, delivery.shop, {
+        expireIn: WEBHOOK_DELIVERY_RETENTION_MS,
+      });
+    }
+    if ((await claim.commit()).ok) return;
+  }
+  throw new DomainError("unavailable", "the delivery could not be recorded; retry");
 }
 
 /** Maps the payload (400 when it does not map) and returns the effect to run. */
@@ -269,6 +327,9 @@ function _effect(
     }
     case "shop/redact":
       return async (tx) => {
+        // First: the writes in flight to the shop finish (and are erased below), later ones are
+        // refused, and the brand's keys stop writing until an operator reconnects it.
+        await closeScopeWrites(tx, delivery.shop, base.now);
         await tx`delete from orders where brand_id = ${brandId}`;
         await tx`delete from subscriptions where brand_id = ${brandId}`;
         await tx`delete from contacts where brand_id = ${brandId}`;

@@ -148,3 +148,12 @@ export function lastWebhookKey(shop: string): Deno.KvKey {
 export function healthProbeKey(): Deno.KvKey {
   return ["health"];
 }
+
+/**
+ * The shop a Shopify delivery belongs to, by its `X-Shopify-Webhook-Id` (`id`) or the SHA-256 of
+ * its signed body (`body`): the first shop that presents one owns it for the retention, so a
+ * captured delivery cannot be replayed into another shop.
+ */
+export function webhookClaimKey(kind: "id" | "body", value: string): Deno.KvKey {
+  return ["webhooks", "claims", kind, value];
+}

@@ -21,6 +21,7 @@ import { insightGenerationStripes } from "./migrations/0014_insight_generation_s
 import { contactsStatementBrandCheck } from "./migrations/0015_contacts_statement_brand_check.ts";
 import { brandLevelSummaries } from "./migrations/0016_brand_level_summaries.ts";
 import { contactsBrandCheckHashJoin } from "./migrations/0017_contacts_brand_check_hash_join.ts";
+import { integrationsRedactedAt } from "./migrations/0018_integrations_redacted_at.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -48,6 +49,7 @@ export const MIGRATIONS: readonly Migration[] = [
   contactsStatementBrandCheck,
   brandLevelSummaries,
   contactsBrandCheckHashJoin,
+  integrationsRedactedAt,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Sql } from "../store/db.ts";
+import type { Sql, Tx } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
 import { brandVersionKey } from "../store/kv_keys.ts";
 import type { TokenCipher } from "./token_cipher.ts";
@@ -29,7 +29,26 @@ export interface BrandContext {
   /** The connected shop domain; null when the brand has no storefront integration. */
   scope: string | null;
   beta: boolean;
-  integration: { status: "connected" | "disconnected"; isEnabled: boolean } | null;
+  integration: {
+    status: "connected" | "disconnected";
+    isEnabled: boolean;
+    /** When shop/redact erased the shop's data; the brand may not write until reconnected. */
+    redactedAt: string | null;
+  } | null;
+}
+
+/** Why a brand whose shop was erased may not write (the 403's description). */
+export const SHOP_ERASED_MESSAGE = "the shop's data was erased (shop/redact); " +
+  "an operator must reconnect it (admin brand set --integration connected)";
+
+/** True when shop/redact erased the brand's shop and no operator has reconnected it since. */
+export function isShopErased(brand: BrandContext): boolean {
+  return brand.integration?.redactedAt != null;
+}
+
+/** Refuses a write for a brand whose shop data was erased (DomainError `forbidden`). */
+export function assertBrandWritable(brand: BrandContext): void {
+  if (isShopErased(brand)) throw new DomainError("forbidden", SHOP_ERASED_MESSAGE);
 }
 
 /** The operator view printed by `brand set`. */
@@ -39,6 +58,8 @@ export interface BrandView {
   shop: string | null;
   beta: boolean;
   integration: "connected" | "disconnected" | null;
+  /** When shop/redact erased the shop's data (writes refused until reconnected), or null. */
+  redacted_at: string | null;
 }
 
 /** Loads a brand with its scope, permission and integration state; null if it does not exist. */
@@ -49,9 +70,10 @@ export async function findBrandContext(sql: Sql, brandId: string): Promise<Brand
     shop_domain: string | null;
     status: "connected" | "disconnected" | null;
     is_enabled: boolean | null;
+    redacted_at: Date | null;
     beta: boolean;
   }[]>`
-    select b.id, b.name, i.shop_domain, i.status, i.is_enabled,
+    select b.id, b.name, i.shop_domain, i.status, i.is_enabled, i.redacted_at,
            exists (select 1 from brand_permissions p
                    where p.brand_id = b.id and p.permission = ${BETA_COMMERCE}) as beta
     from brands b
@@ -63,7 +85,13 @@ export async function findBrandContext(sql: Sql, brandId: string): Promise<Brand
     name: row.name,
     scope: row.shop_domain,
     beta: row.beta,
-    integration: row.status ? { status: row.status, isEnabled: row.is_enabled ?? false } : null,
+    integration: row.status
+      ? {
+        status: row.status,
+        isEnabled: row.is_enabled ?? false,
+        redactedAt: row.redacted_at ? new Date(row.redacted_at).toISOString() : null,
+      }
+      : null,
   };
 }
 
@@ -190,6 +218,9 @@ export async function setBrand(
         set status = ${input.integration},
             connected_at = case when ${input.integration} = 'connected' and status <> 'connected'
                                 then ${now}::timestamptz else connected_at end,
+            -- Reconnecting is the operator's decision to let an erased shop write again.
+            redacted_at = case when ${input.integration} = 'connected' then null
+                               else redacted_at end,
             updated_at = ${now}
         where brand_id = ${input.brandId} and provider = 'shopify'`;
       if (updated.count === 0) {
@@ -210,6 +241,7 @@ export async function setBrand(
     shop: context.scope,
     beta: context.beta,
     integration: context.integration?.status ?? null,
+    redacted_at: context.integration?.redactedAt ?? null,
   };
 }
 
@@ -223,10 +255,11 @@ export async function listBrands(sql: Sql, brandId?: string): Promise<BrandListi
     name: string;
     shop_domain: string | null;
     status: "connected" | "disconnected" | null;
+    redacted_at: Date | null;
     beta: boolean;
     created_at: Date;
   }[]>`
-    select b.id, b.name, i.shop_domain, i.status, b.created_at,
+    select b.id, b.name, i.shop_domain, i.status, i.redacted_at, b.created_at,
            exists (select 1 from brand_permissions p
                    where p.brand_id = b.id and p.permission = ${BETA_COMMERCE}) as beta
     from brands b
@@ -239,6 +272,7 @@ export async function listBrands(sql: Sql, brandId?: string): Promise<BrandListi
     shop: row.shop_domain,
     beta: row.beta,
     integration: row.status,
+    redacted_at: row.redacted_at ? new Date(row.redacted_at).toISOString() : null,
     created_at: new Date(row.created_at).toISOString(),
   }));
 }
@@ -256,7 +290,7 @@ export async function findPixelShop(sql: Sql, shop: string): Promise<PixelShop |
     { brand_id: string; shop_domain: string; storefront_origins: string[] }[]
   >`
     select brand_id, shop_domain, storefront_origins from integrations
-    where shop_domain = ${shop} and status = 'connected' and is_enabled`;
+    where shop_domain = ${shop} and status = 'connected' and is_enabled and redacted_at is null`;
   if (!row) return null;
   return {
     brandId: row.brand_id,
@@ -270,4 +304,40 @@ export async function findBrandIdByShop(sql: Sql, shop: string): Promise<string 
   const [row] = await sql<{ brand_id: string }[]>`
     select brand_id from integrations where shop_domain = ${shop}`;
   return row?.brand_id ?? null;
+}
+
+// One lock per scope: writes to the scope's data hold it shared, shop/redact exclusively.
+function _scopeWritesLock(tx: Tx, scope: string, mode: "shared" | "exclusive") {
+  const key = `scope-writes|${scope}`;
+  return mode === "shared"
+    ? tx`select pg_advisory_xact_lock_shared(hashtextextended(${key}, 0))`
+    : tx`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`;
+}
+
+/**
+ * For a transaction about to write a scope's data: takes the scope's write lock (shared, until
+ * the transaction ends) and returns true when shop/redact erased the scope, so nothing may be
+ * written. Held through the commit, the lock makes an erasure wait for writes in flight (then
+ * erase them too), and writes that come after it see the mark.
+ */
+export async function scopeWritesClosed(tx: Tx, scope: string): Promise<boolean> {
+  // Two statements sent together (one round trip): the second's snapshot is taken once the first
+  // holds the lock, so it sees an erasure that committed while the lock was awaited.
+  const [, rows] = await Promise.all([
+    _scopeWritesLock(tx, scope, "shared"),
+    tx<{ closed: boolean }[]>`
+      select redacted_at is not null as closed from integrations where shop_domain = ${scope}`,
+  ]);
+  return rows[0]?.closed ?? false;
+}
+
+/**
+ * shop/redact's first step: waits for the writes in flight to the shop's scope, then marks the
+ * integration erased (the brand may not write until an operator reconnects it). The erasure runs
+ * next in the same transaction.
+ */
+export async function closeScopeWrites(tx: Tx, scope: string, now: Date): Promise<void> {
+  await _scopeWritesLock(tx, scope, "exclusive");
+  await tx`update integrations set redacted_at = ${now}, updated_at = ${now}
+           where shop_domain = ${scope}`;
 }

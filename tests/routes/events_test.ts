@@ -3,6 +3,9 @@ import { revokeApiKey } from "../../lib/tenancy/api_keys.ts";
 import { setBrand } from "../../lib/tenancy/brands.ts";
 import type { Rejection } from "../../lib/ingest/edge.ts";
 import { startForwarder } from "../../lib/ingest/forwarder.ts";
+import { createEmbeddedEngine } from "../../lib/engine/embedded.ts";
+import { checkEvent, type Engine } from "../../lib/engine/engine.ts";
+import type { Sql } from "../../lib/store/db.ts";
 import {
   errorBody,
   eventually,
@@ -509,6 +512,87 @@ Deno.test("ingest sync: past the budget it is 503 upstream_unavailable; nothing 
     await queue.listening;
   }, { SYNC_BUDGET_MS: "200" });
 });
+
+const _delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The engine's connection, with one transaction's timing changed: `afterCommit` holds back the
+ * end of a commit, `beforeWork` the start of the work in the transaction, each for `ms`.
+ * Either wait starts after the route's budget timer was set, so it ends after that timer fired
+ * (timers fire in deadline order): the budget always runs out inside the wait, with no guess at
+ * how long anything takes. `settled` resolves once the transaction is over.
+ */
+function timedSql(sql: Sql, where: "afterCommit" | "beforeWork", ms: number) {
+  let settle!: () => void;
+  const settled = new Promise<void>((resolve) => settle = resolve);
+  const wrapped = new Proxy(sql, {
+    get(target, prop, receiver) {
+      if (prop !== "begin") return Reflect.get(target, prop, receiver);
+      return async (fn: (tx: unknown) => Promise<unknown>) => {
+        try {
+          const result = await target.begin(async (tx) => {
+            if (where === "beforeWork") await _delay(ms);
+            return await fn(tx);
+          });
+          if (where === "afterCommit") await _delay(ms);
+          return result;
+        } finally {
+          settle();
+        }
+      };
+    },
+  });
+  return { sql: wrapped, settled };
+}
+
+/** An engine whose connection is chosen once the test context (and its database) exists. */
+function lateEngine(): { engine: Engine; use(sql: Sql, now: () => Date): void } {
+  let inner: Engine | undefined;
+  return {
+    engine: { checkEvent, applyEvents: (batch, options) => inner!.applyEvents(batch, options) },
+    use(sql, now) {
+      inner = createEmbeddedEngine({ sql, now });
+    },
+  };
+}
+
+for (const where of ["afterCommit", "beforeWork"] as const) {
+  Deno.test(
+    `ingest sync: the budget running out ${
+      where === "afterCommit" ? "while the batch commits" : "before the work starts"
+    }: 503 only when nothing was stored, 200 when stored`,
+    async () => {
+      const late = lateEngine();
+      await withContext(
+        async (ctx) => {
+          const brand = await ctx.seedBrand();
+          const timed = timedSql(ctx.sql, where, 200);
+          late.use(timed.sql, ctx.clock.now);
+          const res = await post(
+            ctx,
+            brand.key,
+            { events: [view("late_1"), view("late_2")] },
+            "?sync=true",
+          );
+          const text = await res.text();
+          await timed.settled;
+          const [stored] = await ctx.sql`select count(*)::int as n from events`;
+          if (res.status === 503) {
+            assert.equal(stored!.n, 0, `503 but stored: ${text}`);
+            assert.match(text, /nothing was stored/);
+          } else {
+            assert.equal(res.status, 200, text);
+            assert.equal(stored!.n, 2);
+          }
+          // Each side of the gate, as arranged: the commit had begun, or the budget ran out first.
+          assert.equal(res.status, where === "afterCommit" ? 200 : 503, text);
+        },
+        { SYNC_BUDGET_MS: "100" },
+        { engine: late.engine },
+      );
+    },
+  );
+}
 
 Deno.test("ingest async: values storage cannot hold are rejected per event with their paths; the rest is queued", async () => {
   await withContext(async (ctx) => {

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
-import { findBrandContext } from "../../lib/tenancy/brands.ts";
+import { findBrandContext, setBrand } from "../../lib/tenancy/brands.ts";
+import { startForwarder } from "../../lib/ingest/forwarder.ts";
+import { listDeadLetters, readBacklog } from "../../lib/ingest/queue.ts";
 import {
   importWebhookKey,
   pruneWebhookDeliveries,
@@ -8,7 +10,7 @@ import {
   WEBHOOK_DELIVERY_RETENTION_MS,
 } from "../../lib/shopify/webhooks.ts";
 import { shopifyOrder } from "../lib/shopify/shopify_payloads.ts";
-import { errorBody, type TestContext, withContext } from "../test_support.ts";
+import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 
 const SECRET = "shpss_0123456789abcdef0123456789abcdef";
 const ENV = { SHOPIFY_API_SECRET: SECRET };
@@ -338,12 +340,12 @@ Deno.test("webhooks: a repeated webhook id is applied once; a new id with the sa
       select sum(jsonb_array_length(line_items))::int as n from orders`;
     assert.equal(items!.n, 2);
     assert.equal(await count(ctx, "webhook_deliveries"), 2);
-    // The same webhook id from another shop is another delivery.
+    // The same webhook id from another shop is a replay: refused, nothing stored there.
     const other = await ctx.seedBrand();
-    assert.equal(
-      (await ok(await deliver(ctx, other, { webhookId: "dup-1", body: first }))).outcome,
-      "applied",
-    );
+    const replay = await deliver(ctx, other, { webhookId: "dup-1", body: first });
+    assert.equal(replay.status, 400);
+    assert.match((await errorBody(replay)).error_description, /delivered for another shop/);
+    assert.equal(await count(ctx, "orders", other.brandId), 0);
   }, ENV);
 });
 
@@ -722,12 +724,19 @@ Deno.test("webhooks: shop/redact deletes that shop's commerce data only and disc
   await withContext(async (ctx) => {
     const a = await ctx.seedBrand();
     const b = await ctx.seedBrand();
-    for (const brand of [a, b]) {
-      await ok(await deliver(ctx, brand, { body: order(21, "2026-01-01T00:00:00Z") }));
+    for (const [i, brand] of [a, b].entries()) {
+      // Each shop's own deliveries: the same signed body is never applied to two shops.
+      await ok(
+        await deliver(ctx, brand, {
+          body: order(21, "2026-01-01T00:00:00Z", {
+            order_status_url: `https://${brand.scope}/548380009/orders/abc/authenticate?key=k`,
+          }),
+        }),
+      );
       await ok(
         await deliver(ctx, brand, {
           topic: "subscription_contracts/create",
-          body: { id: 31, status: "ACTIVE", customer_id: 207119551 },
+          body: { id: 31 + i, status: "ACTIVE", customer_id: 207119551 },
         }),
       );
     }
@@ -755,6 +764,137 @@ Deno.test("webhooks: shop/redact deletes that shop's commerce data only and disc
     assert.equal(context?.integration?.status, "disconnected");
     assert.equal(context?.scope, a.scope);
     assert.equal((await getOrder(ctx, b, "21")).body.total, "199.99");
+  }, ENV);
+});
+
+const postEvents = (ctx: TestContext, key: string, profileId: string, query = "") =>
+  ctx.request(`/cdp/events${query}`, key, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({
+      events: [{
+        eventType: "updateProperties",
+        profileId,
+        properties: { update: { "properties.email": "bob@example.com" } },
+      }],
+    }),
+  });
+
+const storedEvents = async (ctx: TestContext, scope: string) =>
+  (await ctx.sql`select count(*)::int as n from events where scope = ${scope}`)[0]!.n as number;
+
+Deno.test("webhooks: after shop/redact the brand writes nothing until an operator reconnects it", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const other = await ctx.seedBrand();
+    const scope = brand.scope!;
+    // Queued before the erasure, applied after it.
+    assert.equal((await postEvents(ctx, brand.key, "store_bob")).status, 202);
+    await ok(await deliver(ctx, brand, { topic: "shop/redact", body: { shop_domain: scope } }));
+
+    for (const query of ["", "?sync=true"]) {
+      const res = await postEvents(ctx, brand.key, "store_bob", query);
+      assert.equal(res.status, 403, query);
+      const error = await errorBody(res);
+      assert.equal(error.error, "forbidden");
+      assert.match(error.error_description, /erased \(shop\/redact\).*reconnect/);
+    }
+    assert.equal((await ctx.request("/cdp/segments", brand.key)).status, 403);
+    // The storefront pixel of the erased shop is refused too.
+    const pixel = await ctx.request(`/cdp/ingest?shop=${scope}`, null, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Origin: `https://${scope}` },
+      body: JSON.stringify({ events: [{ eventType: "page_viewed", profileId: "anon_1" }] }),
+    });
+    assert.notEqual(pixel.status, 202);
+    assert.equal((await postEvents(ctx, other.key, "store_ann")).status, 202);
+
+    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    await eventually(async () => (await readBacklog(ctx.kv)) === 0);
+    const letters = await listDeadLetters(ctx.kv, brand.brandId);
+    assert.equal(letters.length, 1);
+    assert.match(letters[0]!.reason, /: 403 the shop's data was erased \(shop\/redact\)/);
+    assert.equal(await storedEvents(ctx, scope), 0);
+    assert.equal(
+      (await ctx.sql`select count(*)::int as n from profiles where scope = ${scope}`)[0]!.n,
+      0,
+    );
+    assert.equal(await storedEvents(ctx, other.scope!), 1);
+
+    // `admin brand set --brand ID --integration connected` reopens it.
+    await setBrand({ sql: ctx.sql, kv: ctx.kv, now: ctx.clock.now }, {
+      brandId: brand.brandId,
+      integration: "connected",
+    });
+    const again = await postEvents(ctx, brand.key, "store_bob", "?sync=true");
+    assert.equal(again.status, 200, await again.clone().text());
+    assert.equal((await again.json()).results[0].ok, true);
+    assert.equal(await storedEvents(ctx, scope), 1);
+    ctx.kv.close();
+    await forwarder;
+  }, ENV);
+});
+
+const fixture = (name: string) =>
+  Deno.readTextFile(new URL(`../fixtures/shopify/${name}.json`, import.meta.url));
+
+Deno.test("webhooks: a delivery replayed into another shop, under its webhook id or a new one, is 400 and changes nothing", async () => {
+  await withContext(async (ctx) => {
+    const shop = await ctx.seedBrand({ shop: "jsmith.myshopify.com" });
+    const victim = await ctx.seedBrand();
+    // customers/create carries nothing that names its shop: only the delivery's binding tells.
+    const body = await fixture("customers_create");
+    const topic = "customers/create";
+    assert.equal(
+      (await ok(await deliver(ctx, shop, { topic, webhookId: "w-1", body }))).outcome,
+      "applied",
+    );
+    for (const webhookId of ["w-1", "w-2"]) {
+      const replay = await deliver(ctx, victim, { topic, webhookId, body });
+      assert.equal(replay.status, 400, webhookId);
+      assert.match((await errorBody(replay)).error_description, /delivered for another shop/);
+    }
+    assert.equal(await count(ctx, "contacts", victim.brandId), 0);
+    // A webhook id is consumed once globally, whatever the body.
+    const otherBody = body.replace("bob@biller.com", "ann@biller.com").replace("0084", "0085");
+    const reused = await deliver(ctx, victim, { topic, webhookId: "w-1", body: otherBody });
+    assert.equal(reused.status, 400);
+    assert.equal(await count(ctx, "contacts", victim.brandId), 0);
+    assert.equal(await count(ctx, "webhook_deliveries"), 1);
+    // The shop's own retry is a duplicate; its own new id and new bodies still apply.
+    assert.equal(
+      (await ok(await deliver(ctx, shop, { topic, webhookId: "w-1", body }))).outcome,
+      "duplicate",
+    );
+    assert.equal(
+      (await ok(await deliver(ctx, shop, { topic, webhookId: "w-3", body }))).outcome,
+      "applied",
+    );
+    assert.equal(
+      (await ok(await deliver(ctx, victim, { topic, webhookId: "w-4", body: otherBody }))).outcome,
+      "applied",
+    );
+    assert.equal(await count(ctx, "contacts", shop.brandId), 1);
+    assert.equal(await count(ctx, "contacts", victim.brandId), 1);
+  }, ENV);
+});
+
+Deno.test("webhooks: an order whose order_status_url is on another *.myshopify.com is 400; a custom domain passes", async () => {
+  await withContext(async (ctx) => {
+    const shop = await ctx.seedBrand({ shop: "jsmith.myshopify.com" });
+    const victim = await ctx.seedBrand();
+    const body = await fixture("orders_create");
+    // Never delivered to its own shop first: the payload itself names the shop.
+    const res = await deliver(ctx, victim, { body });
+    assert.equal(res.status, 400);
+    assert.match((await errorBody(res)).error_description, /names another shop/);
+    assert.equal(await count(ctx, "orders", victim.brandId), 0);
+    assert.equal(await count(ctx, "webhook_deliveries"), 0);
+    assert.equal((await ok(await deliver(ctx, shop, { body }))).outcome, "applied");
+    const custom = body.replace("https://jsmith.myshopify.com/", "https://shop.example.com/")
+      .replace("450789469", "450789470");
+    assert.equal((await ok(await deliver(ctx, victim, { body: custom }))).outcome, "applied");
+    assert.equal(await count(ctx, "orders", victim.brandId), 1);
   }, ENV);
 });
 

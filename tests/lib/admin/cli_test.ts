@@ -47,6 +47,7 @@ Deno.test("cli: brand create, brand set and key issue print one JSON object each
       shop: "acme.myshopify.com",
       beta: false,
       integration: "disconnected",
+      redacted_at: null,
     });
 
     const key = json(
@@ -448,8 +449,9 @@ Deno.test("cli: brand list and show, key list and revoke (a revoked key stops au
         shop: "acme.myshopify.com",
         beta: false,
         integration: "connected",
+        redacted_at: null,
       },
-      { id: bare.id, name: "Bare", shop: null, beta: true, integration: null },
+      { id: bare.id, name: "Bare", shop: null, beta: true, integration: null, redacted_at: null },
     ]);
     assert.ok(listed.every((brand) => !Number.isNaN(Date.parse(String(brand.created_at)))));
 

@@ -1,13 +1,24 @@
 /** The argument checks operator commands share. */
 import assert from "node:assert/strict";
+import { monotonicFactory } from "ulid";
 import {
   brandIdArg,
   dayArg,
   keyIdArg,
   letterIdArg,
   requiredFlag,
+  requireWritableBrand,
   UsageError,
 } from "../../../lib/admin/command.ts";
+import { importCommands } from "../../../lib/admin/import_commands.ts";
+import { segmentCommands } from "../../../lib/admin/segment_commands.ts";
+import { shopCommands } from "../../../lib/admin/shop_commands.ts";
+import { loadConfig } from "../../../lib/config.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import type { Tx } from "../../../lib/store/db.ts";
+import { closeScopeWrites, createBrand, setBrand } from "../../../lib/tenancy/brands.ts";
+import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
+import { freshDatabase, testClock } from "../../test_support.ts";
 
 Deno.test("dayArg: a day that exists on the calendar, nothing else", () => {
   for (const day of ["2026-01-01", "2024-02-29", "2026-12-31", "2000-02-29"]) {
@@ -56,4 +67,59 @@ Deno.test("ids: brand, key and dead letter ids are checked for their shape", () 
   }
   assert.throws(() => requiredFlag({}, "brand"), /--brand is required/);
   assert.equal(requiredFlag({ brand: ulid }, "brand"), ulid);
+});
+
+Deno.test("requireWritableBrand: imports and backfills of a brand erased by shop/redact are refused until it is reconnected", async () => {
+  const database = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  try {
+    const clock = testClock();
+    const cipher = await openTokenCipher(kv, undefined);
+    const brand = await createBrand(
+      { sql: database.sql, newId: monotonicFactory(), now: clock.now, cipher },
+      { name: "Erased", shop: "erased.myshopify.com" },
+    );
+    const stores = { kv, sql: database.sql, database: { mode: "postgres" as const } };
+    await database.sql.begin((tx) =>
+      closeScopeWrites(tx as unknown as Tx, "erased.myshopify.com", clock.now())
+    );
+    const order = JSON.stringify({ external_id: "1", total: "1.00", currency: "USD" });
+    const io = { open: () => Promise.resolve(new Response(order).body!) };
+    const config = loadConfig({ DATA_DIR: "/nonexistent" });
+    const runs = [
+      () =>
+        importCommands["orders import"]!.run(stores, { brandId: brand.id, file: "-" }, config, io),
+      () =>
+        segmentCommands["segments import"]!.run(
+          stores,
+          { brandId: brand.id, file: "-" },
+          config,
+          io,
+        ),
+      () =>
+        shopCommands["shop sync"]!.run(
+          stores,
+          { brandId: brand.id, since: null, only: null, background: true },
+          config,
+          io,
+        ),
+    ];
+    for (const run of runs) {
+      await assert.rejects(run(), (err: unknown) => {
+        assert.ok(err instanceof DomainError && err.kind === "forbidden", String(err));
+        assert.match(err.message, /shop\/redact/);
+        return true;
+      });
+    }
+    assert.equal((await database.sql`select count(*)::int as n from orders`)[0]!.n, 0);
+
+    await setBrand({ sql: database.sql, kv, now: clock.now }, {
+      brandId: brand.id,
+      integration: "connected",
+    });
+    assert.equal((await requireWritableBrand(stores, brand.id)).brandId, brand.id);
+  } finally {
+    kv.close();
+    await database.close();
+  }
 });

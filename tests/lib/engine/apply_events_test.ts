@@ -9,9 +9,15 @@ import {
   PIXEL_NOT_ANONYMOUS,
 } from "../../../lib/engine/apply_events.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
-import { type Engine, type EventBatch, type IngestEvent } from "../../../lib/engine/engine.ts";
-import { databaseFailure, type Sql } from "../../../lib/store/db.ts";
-import { freshDatabase, testClock } from "../../test_support.ts";
+import {
+  createCommitGate,
+  type Engine,
+  type EventBatch,
+  type IngestEvent,
+} from "../../../lib/engine/engine.ts";
+import { closeScopeWrites, SHOP_ERASED_MESSAGE } from "../../../lib/tenancy/brands.ts";
+import { databaseFailure, type Sql, type Tx } from "../../../lib/store/db.ts";
+import { DATABASE_URL, eventually, freshDatabase, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
 const newId = monotonicFactory();
@@ -310,6 +316,87 @@ Deno.test("engine: past its deadline a batch stores nothing", async () => {
     assert.equal(await count(sql, "events"), 0);
     assert.equal(await count(sql, "profiles"), 0);
   });
+});
+
+Deno.test("engine: a gate the budget closed first refuses the commit; an open one lets it and says so", async () => {
+  await withEngine(async (engine, sql) => {
+    const closed = createCommitGate();
+    assert.equal(closed.expire(), true);
+    await assert.rejects(
+      engine.applyEvents(batch([event({ profileId: "late" })]), { gate: closed }),
+      /budget ran out before the commit/,
+    );
+    assert.equal(await count(sql, "events"), 0);
+    assert.equal(await count(sql, "profiles"), 0);
+
+    const open = createCommitGate();
+    const results = await engine.applyEvents(batch([event({ profileId: "on_time" })]), {
+      gate: open,
+    });
+    assert.equal(results[0]!.ok, true);
+    assert.equal(open.committing, true);
+    // Once the commit has begun, the budget can no longer run out.
+    assert.equal(open.expire(), false);
+    assert.equal(await count(sql, "events"), 1);
+  });
+});
+
+Deno.test("engine: a scope whose shop was erased (shop/redact) stores nothing; each event is a 403", async () => {
+  await withEngine(async (engine, sql) => {
+    await sql`insert into brands (id, name) values ('b1', 'B')`;
+    await sql`
+      insert into integrations (id, integration_id, brand_id, shop_domain, status, redacted_at)
+      values ('i1', ${crypto.randomUUID()}, 'b1', ${SCOPE}, 'disconnected', now())`;
+    const events = [event({ profileId: "p1" }), update("p1", { update: { "properties.a": 1 } })];
+    const results = await engine.applyEvents(batch(events));
+    assert.deepEqual(results, [
+      { ok: false, status: 403, error: SHOP_ERASED_MESSAGE },
+      { ok: false, status: 403, error: SHOP_ERASED_MESSAGE },
+    ]);
+    assert.equal(await count(sql, "events"), 0);
+    assert.equal(await count(sql, "profiles"), 0);
+    // Another scope is not concerned.
+    await engine.applyEvents(batch([event({ profileId: "p1" })], "server", "other.myshopify.com"));
+    assert.equal(await count(sql, "events", "other.myshopify.com"), 1);
+  });
+});
+
+Deno.test({
+  name: "engine: a batch that arrives while shop/redact runs waits for it, then stores nothing",
+  // PGlite runs one transaction at a time: the two can never overlap there.
+  ignore: !DATABASE_URL,
+  async fn() {
+    await withEngine(async (engine, sql) => {
+      await sql`insert into brands (id, name) values ('b1', 'B')`;
+      await sql`
+        insert into integrations (id, integration_id, brand_id, shop_domain, status)
+        values ('i1', ${crypto.randomUUID()}, 'b1', ${SCOPE}, 'connected')`;
+      let release!: () => void;
+      let closed!: () => void;
+      const held = new Promise<void>((resolve) => release = resolve);
+      const locked = new Promise<void>((resolve) => closed = resolve);
+      const erasing = sql.begin(async (tx) => {
+        await closeScopeWrites(tx as unknown as Tx, SCOPE, new Date());
+        closed();
+        await held;
+      });
+      await locked;
+      // The erasure holds the scope's lock; the batch waits for it (observed, not timed).
+      const applying = engine.applyEvents(batch([event({ profileId: "late" })]));
+      await eventually(async () =>
+        (await sql`
+          select 1 from pg_locks
+          where locktype = 'advisory' and not granted
+            and database = (select oid from pg_database where datname = current_database())`)
+          .length > 0
+      );
+      release();
+      await erasing;
+      assert.deepEqual(await applying, [{ ok: false, status: 403, error: SHOP_ERASED_MESSAGE }]);
+      assert.equal(await count(sql, "events"), 0);
+      assert.equal(await count(sql, "profiles"), 0);
+    });
+  },
 });
 
 // --- the visits-only statements (no updateProperties, no merge target) ---

@@ -176,3 +176,47 @@ Deno.test("applyWebhook: customers/data_request is logged through deps.log witho
     }]);
   });
 });
+
+Deno.test("applyWebhook: a webhook id or body digest bound to another shop is invalid input; a refused or unmappable delivery binds nothing", async () => {
+  await withShop(async (deps, brandId) => {
+    const other = "hooks-2.myshopify.com";
+    await createBrand(
+      {
+        sql: deps.sql,
+        newId,
+        now: deps.now,
+        cipher: await openTokenCipher(deps.kv, undefined),
+      },
+      { name: "C", shop: other },
+    );
+    // Unmappable: refused before anything is bound, so the id stays free for its real shop.
+    await assert.rejects(
+      applyWebhook(deps, {
+        ...delivery("orders/create", shopifyOrder({ currency: "usd" }), "w-1"),
+        shop: other,
+        bodyDigest: "d-1",
+      }),
+      /currency/,
+    );
+    const own = { ...delivery("orders/create", shopifyOrder(), "w-1"), bodyDigest: "d-1" };
+    assert.deepEqual(await applyWebhook(deps, own), { outcome: "applied" });
+    for (
+      const [webhookId, bodyDigest, message] of [
+        ["w-1", "d-2", /X-Shopify-Webhook-Id was delivered for another shop/],
+        ["w-2", "d-1", /signed body was delivered for another shop/],
+      ] as const
+    ) {
+      await assert.rejects(
+        applyWebhook(deps, { ...own, shop: other, webhookId, bodyDigest }),
+        (err: unknown) =>
+          err instanceof DomainError && err.kind === "invalid_input" &&
+          message.test(err.message),
+      );
+    }
+    const [row] = await deps.sql<{ n: number }[]>`
+      select count(*)::int as n from webhook_deliveries where shop_domain = ${other}`;
+    assert.equal(row!.n, 0);
+    assert.deepEqual(await applyWebhook(deps, own), { outcome: "duplicate" });
+    assert.equal(await count(deps.sql, "orders", brandId), 1);
+  });
+});

@@ -1,14 +1,20 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import {
+  assertBrandWritable,
   BETA_COMMERCE,
   type BrandDeps,
+  closeScopeWrites,
   createBrand,
   createBrandCache,
   findBrandContext,
+  findPixelShop,
+  listBrands,
   parseShopDomain,
+  scopeWritesClosed,
   setBrand,
 } from "../../../lib/tenancy/brands.ts";
+import type { Tx } from "../../../lib/store/db.ts";
 import { brandVersionKey } from "../../../lib/store/kv_keys.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
@@ -93,7 +99,7 @@ Deno.test("createBrand: shop, beta and token → scope, beta and a connected int
       name: "Acme",
       scope: "acme.myshopify.com",
       beta: true,
-      integration: { status: "connected", isEnabled: true },
+      integration: { status: "connected", isEnabled: true, redactedAt: null },
     });
     const [permission] = await deps.sql`
       select permission from brand_permissions where brand_id = ${brand.id}`;
@@ -205,6 +211,7 @@ Deno.test("setBrand: beta off and on, integration disconnected and reconnected",
       shop: "acme.myshopify.com",
       beta: false,
       integration: "connected",
+      redacted_at: null,
     });
     assert.equal((await findBrandContext(deps.sql, brand.id))?.beta, false);
     // Turning it off twice is harmless.
@@ -217,6 +224,7 @@ Deno.test("setBrand: beta off and on, integration disconnected and reconnected",
     assert.deepEqual((await findBrandContext(deps.sql, brand.id))?.integration, {
       status: "disconnected",
       isEnabled: true,
+      redactedAt: null,
     });
     assert.equal(await connectedAt(), created);
 
@@ -294,5 +302,42 @@ Deno.test("brand cache: kept while the brand's version holds; a bump or the TTL 
     assert.notEqual(await version(), null);
     // An unknown brand is never cached as present.
     assert.equal(await cache.get(deps.sql, "no-such-brand", null), null);
+  });
+});
+
+Deno.test("shop erasure: closes the scope's writes and the pixel; only reconnecting reopens them", async () => {
+  await withBrands(async (deps, clock) => {
+    const brand = await createBrand(deps, { name: "Acme", shop: "acme.myshopify.com" });
+    const other = await createBrand(deps, { name: "Other", shop: "other.myshopify.com" });
+    const closed = (scope: string) =>
+      deps.sql.begin((tx) => scopeWritesClosed(tx as unknown as Tx, scope));
+    assert.equal(await closed("acme.myshopify.com"), false);
+    const erasedAt = clock.now();
+    await deps.sql.begin(async (tx) => {
+      await closeScopeWrites(tx as unknown as Tx, "acme.myshopify.com", erasedAt);
+      await tx`update integrations set status = 'disconnected' where brand_id = ${brand.id}`;
+    });
+    assert.equal(await closed("acme.myshopify.com"), true);
+    assert.equal(await closed("other.myshopify.com"), false);
+    const context = (await findBrandContext(deps.sql, brand.id))!;
+    assert.equal(context.integration?.redactedAt, erasedAt.toISOString());
+    await assertHttpError(
+      Promise.resolve().then(() => assertBrandWritable(context)),
+      403,
+      "forbidden",
+    );
+    assertBrandWritable((await findBrandContext(deps.sql, other.id))!);
+    assert.equal((await listBrands(deps.sql, brand.id))[0]?.redacted_at, erasedAt.toISOString());
+
+    // Disconnecting again (or the beta) does not reopen it; connecting does.
+    await setBrand(deps, { brandId: brand.id, integration: "disconnected", beta: true });
+    assert.equal(await closed("acme.myshopify.com"), true);
+    // Even marked connected by hand, an erased shop takes no pixel events.
+    await deps.sql`update integrations set status = 'connected' where brand_id = ${brand.id}`;
+    assert.equal(await findPixelShop(deps.sql, "acme.myshopify.com"), null);
+    const view = await setBrand(deps, { brandId: brand.id, integration: "connected" });
+    assert.equal(view.redacted_at, null);
+    assert.equal(await closed("acme.myshopify.com"), false);
+    assert.equal((await findPixelShop(deps.sql, "acme.myshopify.com"))?.brandId, brand.id);
   });
 });
