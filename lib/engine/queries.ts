@@ -10,6 +10,7 @@ import {
   compileCondition,
   type Condition,
   dateText,
+  inDateWindow,
   type ItemType,
   numberValue,
   propertyExpression,
@@ -17,6 +18,7 @@ import {
   resolveDateExpr,
   resolveProperty,
   type SqlFragment,
+  timestampText,
 } from "./conditions.ts";
 
 /** Statistics of POST /cdp/query/{itemType}/{property}/metrics. */
@@ -169,22 +171,27 @@ export interface Aggregate {
   ranges?: { key?: string; from?: number | string | null; to?: number | string | null }[];
 }
 
-const _INTERVALS: Record<string, string> = {
-  "1m": "minute",
-  minute: "minute",
-  "1h": "hour",
-  hour: "hour",
-  "1d": "day",
-  day: "day",
-  "1w": "week",
-  week: "week",
-  "1M": "month",
-  month: "month",
-  "1q": "quarter",
-  quarter: "quarter",
-  "1y": "year",
-  year: "year",
-};
+// A Map, never an object literal: a lookup on an object finds inherited names (`constructor`,
+// `toString`, `valueOf`) that are no interval.
+const _INTERVALS = new Map<string, string>([
+  ["1m", "minute"],
+  ["minute", "minute"],
+  ["1h", "hour"],
+  ["hour", "hour"],
+  ["1d", "day"],
+  ["day", "day"],
+  ["1w", "week"],
+  ["week", "week"],
+  ["1M", "month"],
+  ["month", "month"],
+  ["1q", "quarter"],
+  ["quarter", "quarter"],
+  ["1y", "year"],
+  ["year", "year"],
+]);
+
+/** The date histogram intervals, each with the date_trunc unit it buckets by. */
+export const DATE_INTERVALS: ReadonlyMap<string, string> = _INTERVALS;
 
 /**
  * POST /cdp/query/{itemType}/{property}/aggregate: a count per bucket plus `_all` (every item
@@ -225,11 +232,11 @@ export async function aggregate(
   const results: Record<string, number> = {};
   let totals: { all: number; filtered: number; missing: number };
   if (spec.type === "date") {
-    const unit = _INTERVALS[spec.interval ?? ""];
+    const unit = _INTERVALS.get(spec.interval ?? "");
     if (!unit) {
       throw new DomainError(
         "invalid_input",
-        `interval must be one of ${Object.keys(_INTERVALS).join(", ")}`,
+        `$.aggregate.interval: must be one of ${[..._INTERVALS.keys()].join(", ")}`,
       );
     }
     // One pass: the null bucket is the missing count, and the buckets sum to the filtered one.
@@ -254,8 +261,8 @@ export async function aggregate(
     }));
     const counts = bounds.map((b, i) =>
       sql`, (count(*) filter (where v is not null
-        ${b.from === null ? sql`` : sql`and v >= ${b.from}`}
-        ${b.to === null ? sql`` : sql`and v < ${b.to}`}))::int as ${sql(`r${i}`)}`
+        ${b.from === null ? sql`` : sql`and v >= ${_boundSql(sql, b.from)}`}
+        ${b.to === null ? sql`` : sql`and v < ${_boundSql(sql, b.to)}`}))::int as ${sql(`r${i}`)}`
     );
     const [row] = await sql<Record<string, number>[]>`
       select ${all} as all, count(*)::int as filtered,
@@ -304,9 +311,16 @@ function _bound(
   return date;
 }
 
+/** A range bound as SQL: a number as is, a date as timestamptz text PostgreSQL reads. */
+function _boundSql(sql: Sql, bound: number | Date): SqlFragment {
+  return typeof bound === "number" ? sql`${bound}` : sql`${timestampText(bound)}::timestamptz`;
+}
+
+// Another ISO 8601 spelling JavaScript reads, within the years 1 to 9999 like every date here
+// (year 0 would be 1 BC to PostgreSQL, and a JavaScript year past 9999 carries a sign).
 function _iso(value: string): Date | null {
   const time = Date.parse(value);
-  return /^\d{4}-\d{2}-\d{2}/.test(value) && !Number.isNaN(time) ? new Date(time) : null;
+  return /^\d{4}-\d{2}-\d{2}/.test(value) && inDateWindow(time) ? new Date(time) : null;
 }
 
 function _rangeKey(
