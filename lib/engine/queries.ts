@@ -108,10 +108,18 @@ export async function withQueryBudget<T>(
   }
 }
 
-/** A data exception (SQLSTATE class 22, such as a bad regex) as 502; anything else as is. */
+/**
+ * A condition the database refuses to evaluate as 502 with a generic message (the database's
+ * own goes to the log with the cause): a data exception (SQLSTATE class 22, such as a bad regex
+ * or a date out of range) or a program limit (class 54, such as an expression too complex).
+ * Anything else as is.
+ */
 export function evaluationError(err: unknown): unknown {
   const code = (err as { code?: unknown })?.code;
-  if (!(err instanceof DomainError) && typeof code === "string" && code.startsWith("22")) {
+  if (
+    !(err instanceof DomainError) && typeof code === "string" &&
+    (code.startsWith("22") || code.startsWith("54"))
+  ) {
     return new DomainError("upstream_failed", "the query could not be evaluated", {
       cause: err,
     });

@@ -53,6 +53,16 @@ export const MAX_CONDITION_NODES = 200;
 export const MAX_CONDITION_VALUES = 1000;
 /** Characters a matchesRegex pattern may have. */
 export const MAX_REGEX_LENGTH = 200;
+/**
+ * Items a matchesRegex pattern may expand to once its bounded repetitions are copied out, a
+ * character weighing 1 and a class more (lib/engine/conditions/regex.ts).
+ */
+export const MAX_REGEX_ITEMS = 10_000;
+/**
+ * The largest compile cost of a matchesRegex pattern (lib/engine/conditions/regex.ts), in arcs
+ * added for empty ones: about a run of 128 optional characters, such as `(.?){128}`.
+ */
+export const MAX_REGEX_COST = 8_192;
 /** Issues listed at most; one more says that the list was cut. */
 export const MAX_CONDITION_ISSUES = 100;
 /** The largest numberOfDays of a pastEventCondition. */
