@@ -1847,3 +1847,55 @@ Deno.test("conditions: absent parameterValues name each missing parameter; sessi
     ["$.parameterValues.propertyValueDate"],
   );
 });
+
+Deno.test("compile: dates are limited to years 1 to 9999 after their offset and date math, and every one validated runs", async () => {
+  // Each passed validation before and then failed on PostgreSQL (22008/22009, a 502), or passes
+  // now and runs.
+  const refused = [
+    ["propertyValueDate", "9999-12-31T23:00:00-05:00"],
+    ["propertyValueDate", "0001-01-01T00:00:00+01:00"],
+    ["propertyValueDateExpr", "9999-12-31T23:00:00-05:00"],
+    ["propertyValueDateExpr", "9999-12-31||+1d"],
+    ["propertyValueDateExpr", "0001-01-01||-1ms"],
+    ["propertyValueDateExpr", "0001-01-01T00:30:00+01:00||+1m"],
+    ["propertyValueDate", "253402300800000"],
+  ];
+  for (const [key, value] of refused) {
+    const found = issues(prop("properties.lastOrderAt", "equals", { [key!]: value }));
+    assert.deepEqual(paths(found), [`$.parameterValues.${key}`], value);
+    assert.match(found[0]!.message, /years 1 to 9999/, value);
+  }
+  await withSeeded(async (sql) => {
+    const accepted: [string, string, string][] = [
+      ["equals", "propertyValueDate", "9999-12-31"],
+      ["lessThanOrEqualTo", "propertyValueDate", "9999-12-31"],
+      ["greaterThan", "propertyValueDate", "9999-12-31"],
+      ["isDay", "propertyValueDate", "9999-12-31T23:59:59Z"],
+      ["isNotDay", "propertyValueDate", "253402300799999"],
+      ["equals", "propertyValueDateExpr", "9999-12-31||/d"],
+      ["lessThanOrEqualTo", "propertyValueDateExpr", "9999-12-30||+1d/y"],
+      ["greaterThanOrEqualTo", "propertyValueDate", "0001-01-01"],
+      ["lessThan", "propertyValueDate", "0001-01-01T01:00:00+01:00"],
+      ["equals", "propertyValueDateExpr", "0001-01-02||-1d"],
+    ];
+    for (const [operator, key, value] of accepted) {
+      for (const name of ["properties.lastOrderAt", "properties.firstVisit"]) {
+        await profiles(sql, prop(name, operator, { [key]: value }));
+        await profiles(sql, prop(name, operator, { [key]: value }), { single: true });
+      }
+    }
+    // In lists and pairs too, and as a pastEventCondition's window.
+    for (const name of ["properties.lastOrderAt", "properties.firstVisit"]) {
+      for (const operator of ["in", "all", "notIn", "between"]) {
+        await profiles(
+          sql,
+          prop(name, operator, { propertyValuesDate: ["0001-01-01", "9999-12-31"] }),
+        );
+      }
+    }
+    await profiles(
+      sql,
+      past(eventType("order_created"), { fromDate: "0001-01-01", toDate: "9999-12-31" }),
+    );
+  });
+});
