@@ -734,7 +734,10 @@ Deno.test("segments: conditions that validate and then failed on PostgreSQL are 
         assert.equal(res.status, 400, JSON.stringify(value));
         const body = await errorBody(res);
         assert.equal(body.error, "invalid_condition");
-        assert.match(body.error_description, new RegExp(`\\$\\.condition\\.parameterValues\\.${key}`));
+        assert.match(
+          body.error_description,
+          new RegExp(`\\$\\.condition\\.parameterValues\\.${key}`),
+        );
       }
     }
     // Their neighbours in the window run.

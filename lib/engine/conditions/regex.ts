@@ -126,11 +126,12 @@ function _close(frame: _Frame): _Piece {
  * Checks a matchesRegex pattern: it must compile as a JavaScript RegExp AND mean the same in
  * Postgres (ARE), so only the common subset is accepted: no backreferences, named groups,
  * \b \B \x \u \p escapes, POSIX bracket classes, class escapes in ranges, quantified lookarounds,
- * repetition counts over 255. And PostgreSQL must be able to afford compiling it: at most
- * MAX_REGEX_ITEMS items once bounded repetitions are copied out, and a cost of at most
- * MAX_REGEX_COST, where a run of consecutive items that may match nothing (`x?`, `x*`,
- * `x{0,n}`, a group that can be empty, repeated) costs the square of its weight: a character or
- * `.` weighs 1, \d \s 2, \w 3, a class one more than its members.
+ * repetition counts over 255. And PostgreSQL must be able to afford compiling it (a pattern
+ * it found too complex failed every read of the segment): at most MAX_REGEX_ITEMS items once
+ * bounded repetitions are copied out (a character or `.` weighs 1, \d \s 4, \w 8, a class 2
+ * plus 2 per member), and at most MAX_REGEX_COST arcs added for empty ones, where a run of k
+ * items that may match nothing (`(.?){k}`, `(a*){k}`, `x?y?z?...`) adds about k²/2 (see
+ * _Piece). docs/conditions.md states the rule.
  */
 export function regexProblem(pattern: string): string | null {
   const scanned = _scan(pattern);

@@ -463,7 +463,13 @@ function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, r
       }
       if (!_string(w, text, path)) return;
       if (kind === "date" ? !_validDate(text) : !_validDateExpr(text, w.now)) {
-        _issue(w, path, `must be ${KIND_TEXT[kind]}, within the years 1 to 9999 (UTC, after its offset and date math)`);
+        _issue(
+          w,
+          path,
+          `must be ${
+            KIND_TEXT[kind]
+          }, within the years 1 to 9999 (UTC, after its offset and date math)`,
+        );
       }
     }
   }

@@ -108,7 +108,7 @@ const _REFUSED: [string, string][] = [
   ["22P02", 'invalid input syntax for type integer: "x"'],
   ["22012", "division by zero"],
   ["23514", 'new row for relation "profiles" violates check constraint "profiles_scope_check"'],
-  ["54000", "index row size 9000 exceeds btree version 4 maximum 2704 for index \"x\""],
+  ["54000", 'index row size 9000 exceeds btree version 4 maximum 2704 for index "x"'],
 ];
 
 Deno.test("toHttpError: a value PostgreSQL refuses is a 400 with a generic message, never the database's", () => {
@@ -116,7 +116,10 @@ Deno.test("toHttpError: a value PostgreSQL refuses is a 400 with a generic messa
     const mapped = toHttpError(Object.assign(new Error(message), { code }));
     assert.equal(mapped.status, 400, code);
     assert.equal(mapped.code, "bad_request", code);
-    assert.equal(mapped.message, "A value cannot be stored or compared; check the request's values");
+    assert.equal(
+      mapped.message,
+      "A value cannot be stored or compared; check the request's values",
+    );
     assert.ok(!mapped.message.includes(message), code);
   }
   // Other SQLSTATEs stay opaque.
