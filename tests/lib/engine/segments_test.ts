@@ -653,7 +653,7 @@ Deno.test("openExport: the condition runs under timeoutMs and is cancelled on th
       parameterValues: {
         propertyName: "properties.email",
         comparisonOperator: "matchesRegex",
-        propertyValue: "([a-z0-9]{1,50}){1,20}q",
+        propertyValue: "([a-z0-9]{1,30}){1,10}q",
       },
     });
     let closed = 0;
