@@ -12,6 +12,15 @@ import {
   validateCondition,
 } from "../../../lib/engine/conditions.ts";
 import { OPERATORS, VALUE_PARAMS } from "../../../lib/engine/conditions/vocabulary.ts";
+import {
+  type Aggregate,
+  aggregate,
+  metrics,
+  withQueryBudget,
+} from "../../../lib/engine/queries.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { toHttpError } from "../../../lib/http/errors.ts";
+import type { Sql } from "../../../lib/store/db.ts";
 import { freshDatabase } from "../../test_support.ts";
 
 const SCOPE = "fuzz.myshopify.com";
@@ -71,6 +80,19 @@ const EDGE_VALUES: unknown[] = [
   {},
 ];
 
+const EVENT_NAMES = [
+  "properties.total",
+  "flattenedProperties.channel",
+  "timeStamp",
+  "eventType",
+  "target.itemId",
+  "target.properties.pagePath",
+];
+
+function pickOf<T>(next: () => number, items: readonly T[]): T {
+  return items[Math.floor(next() * items.length)]!;
+}
+
 const NAMES = [
   "properties.a",
   "properties.n",
@@ -112,6 +134,10 @@ function generate(next: () => number, depth: number): unknown {
       },
     };
   }
+  if (roll < 0.43) {
+    const field = pick(["timeStamp", "lastEventDate", "size", "duration", "itemId"]);
+    return { type: "sessionPropertyCondition", parameterValues: property(next, field) };
+  }
   return { type: "profilePropertyCondition", parameterValues: property(next, pick(NAMES)) };
 }
 
@@ -143,27 +169,32 @@ function property(next: () => number, propertyName: string): Record<string, unkn
   return { propertyName, comparisonOperator: operator, [key]: value };
 }
 
+/** Two profiles and an event holding values at the edges of what each type stores. */
+async function seed(sql: Sql): Promise<void> {
+  const edgeProperties = {
+    a: "9999-12-31T23:59:59Z",
+    n: 1e308,
+    d: "0001-01-01",
+    list: ["9999-12-31T23:00:00-05:00", -1e308, "é🎉", null, [1], { x: 1 }],
+  };
+  await sql`
+    insert into profiles (scope, item_id, properties, provenance, first_visit, last_visit,
+                          nb_of_visits, created_at, updated_at)
+    values (${SCOPE}, 'p1', ${sql.json(edgeProperties)}, 'server',
+            '0001-01-01T00:00:00Z', '9999-12-31T23:59:59Z', 2147483647, now(), now()),
+           (${SCOPE}, 'p2', '{}', 'server', null, null, 0, now(), now())`;
+  await sql`
+    insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
+                        flattened_properties, source, received_at)
+    values (${SCOPE}, 'e1', 'p1', 's', 'order_created', '9999-12-31T23:59:59Z',
+            '{"total": 1e308}', '{}', 'server', now())`;
+}
+
 Deno.test("conditions fuzz: every random condition that validates compiles and runs", async () => {
   const db = await freshDatabase();
   const sql = db.sql;
   try {
-    const edgeProperties = {
-      a: "9999-12-31T23:59:59Z",
-      n: 1e308,
-      d: "0001-01-01",
-      list: ["9999-12-31T23:00:00-05:00", -1e308, "é🎉", null, [1], { x: 1 }],
-    };
-    await sql`
-      insert into profiles (scope, item_id, properties, provenance, first_visit, last_visit,
-                            nb_of_visits, created_at, updated_at)
-      values (${SCOPE}, 'p1', ${sql.json(edgeProperties)}, 'server',
-              '0001-01-01T00:00:00Z', '9999-12-31T23:59:59Z', 2147483647, now(), now()),
-             (${SCOPE}, 'p2', '{}', 'server', null, null, 0, now(), now())`;
-    await sql`
-      insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
-                          flattened_properties, source, received_at)
-      values (${SCOPE}, 'e1', 'p1', 's', 'order_created', '9999-12-31T23:59:59Z',
-              '{"total": 1e308}', '{}', 'server', now())`;
+    await seed(sql);
     const next = random(20261121);
     let ran = 0;
     for (let i = 0; i < 800; i++) {
@@ -194,6 +225,77 @@ Deno.test("conditions fuzz: every random condition that validates compiles and r
       ran++;
     }
     assert.ok(ran > 100, `only ${ran} random conditions validated`);
+    // Event conditions over events, on event fields.
+    let events = 0;
+    for (let i = 0; i < 300; i++) {
+      const raw = {
+        type: "eventPropertyCondition",
+        parameterValues: property(next, pickOf(next, EVENT_NAMES)),
+      };
+      const checked = validateCondition(raw, { itemType: "event" });
+      if (!checked.ok) continue;
+      const fragment = compileCondition(sql, checked.condition, {
+        itemType: "event",
+        now: NOW,
+        scope: SCOPE,
+      });
+      try {
+        await sql`select count(*) from events e where e.scope = ${SCOPE} and ${fragment}`;
+      } catch (err) {
+        assert.fail(`${JSON.stringify(raw)} validated but failed: ${err}`);
+      }
+      events++;
+    }
+    assert.ok(events > 50, `only ${events} random event conditions validated`);
+  } finally {
+    await db.close();
+  }
+});
+
+Deno.test("conditions fuzz: random aggregates and metrics answer or refuse with 400, never fail", async () => {
+  const db = await freshDatabase();
+  const sql = db.sql;
+  try {
+    await seed(sql);
+    const next = random(4242);
+    const intervals = ["1d", "month", "constructor", "toString", "valueOf", "__proto__", "", "1q"];
+    const bounds: unknown[] = [...EDGE_VALUES, ...BY_KIND.date!, ...BY_KIND.dateExpr!];
+    for (let i = 0; i < 150; i++) {
+      const type = pickOf(next, ["date", "dateRange", "numericRange"] as const);
+      const spec: Aggregate = type === "date"
+        ? { type, interval: pickOf(next, intervals), format: "yyyy-MM-dd" }
+        : {
+          type,
+          ranges: [{
+            from: pickOf(next, bounds) as number | string | null,
+            to: pickOf(next, bounds) as number | string | null,
+          }],
+        };
+      const property = pickOf(next, ["properties.d", "properties.n", "properties.list"]);
+      try {
+        await withQueryBudget(sql, 5000, (tx) =>
+          aggregate(tx, {
+            itemType: "profile",
+            scope: SCOPE,
+            property,
+            aggregate: spec,
+            condition: null,
+            now: NOW,
+          }));
+        await withQueryBudget(sql, 5000, (tx) =>
+          metrics(tx, {
+            itemType: "profile",
+            scope: SCOPE,
+            property,
+            metrics: ["sum", "avg", "min", "max"],
+            condition: null,
+            now: NOW,
+          }));
+      } catch (err) {
+        const refused = err instanceof DomainError && toHttpError(err).status === 400;
+        assert.ok(refused, `${JSON.stringify(spec)} on ${property} failed: ${err}`);
+      }
+    }
   } finally {
     await db.close();
   }
