@@ -59,7 +59,13 @@ export function compileCondition(
   condition: Condition,
   options: CompileOptions,
 ): SqlFragment {
-  const checked = validateCondition(condition, { itemType: options.itemType, allowScope: true });
+  // Validated against the same `now` as it compiles with: a date math value is in the window
+  // at that instant, or refused here rather than by the database.
+  const checked = validateCondition(condition, {
+    itemType: options.itemType,
+    allowScope: true,
+    now: options.now,
+  });
   if (!checked.ok) throw invalidCondition(checked.issues);
   const ctx = { sql, now: options.now, scope: options.scope, single: options.single ?? false };
   return _compileNode(ctx, checked.condition, options.itemType);

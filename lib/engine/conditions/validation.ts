@@ -112,7 +112,7 @@ export function validateCondition(raw: unknown, options: ConditionOptions): Cond
     maxNodes: MAX_CONDITION_NODES - (injected ? 2 : 0),
     limitNote: injected ? " (the scope predicate the service adds takes the rest)" : "",
     allowScope: options.allowScope ?? false,
-    now: new Date(),
+    now: options.now ?? new Date(),
   };
   _validateNode(w, raw, root, options.itemType, 1);
   if (w.truncated) {

@@ -35,6 +35,8 @@ export interface ConditionOptions {
    * two nodes of the limits: the tree gets what remains, so the injected one stays valid.
    */
   scopeInjected?: boolean;
+  /** Anchors date math (`now-30d`) for the date window check; the current time by default. */
+  now?: Date;
 }
 
 /** The outcome of `validateCondition`. */

@@ -673,3 +673,24 @@ Deno.test("openExport: the condition runs under timeoutMs and is cancelled on th
     await db.close();
   }
 });
+
+Deno.test("countMembers, segmentMembers: a stored date that time moved out of years 1 to 9999 is 502 upstream_error", async () => {
+  await withSeeded(async (sql) => {
+    // Valid when saved (now+7973y is 9999-11-21 at NOW); a year later it is in the year 10000.
+    const view = segment({
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.seen",
+        comparisonOperator: "lessThan",
+        propertyValueDateExpr: "now+7973y",
+      },
+    });
+    assert.equal(await countMembers(sql, view, NOW, 100), 0);
+    const later = new Date(NOW.getTime() + 366 * 86_400_000);
+    const is502 = (err: unknown) =>
+      err instanceof DomainError && toHttpError(err).status === 502 &&
+      /years 1 to 9999/.test(err.message);
+    await assert.rejects(countMembers(sql, view, later, 100), is502);
+    await assert.rejects(segmentMembers(sql, view, { limit: 10, now: later }), is502);
+  });
+});
