@@ -136,12 +136,13 @@ function _close(frame: _Frame): _Piece {
 export function regexProblem(pattern: string): string | null {
   const scanned = _scan(pattern);
   if (typeof scanned === "string") return scanned;
-  if (scanned.size > MAX_REGEX_ITEMS) {
+  // Written as "not within" so that a figure grown past any number (NaN) is refused too.
+  if (!(scanned.size <= MAX_REGEX_ITEMS)) {
     return `is too complex (its repetitions expand past ${MAX_REGEX_ITEMS} items, a class ` +
       "weighing more than one character; see docs/conditions.md)";
   }
-  if (scanned.cost > MAX_REGEX_COST) {
-    return `is too costly for the database to compile (cost ${Math.ceil(scanned.cost)}, at most ` +
+  if (!(scanned.cost <= MAX_REGEX_COST)) {
+    return `is too costly for the database to compile (cost ${scanned.cost}, at most ` +
       `${MAX_REGEX_COST}: runs of optional items such as (.?){n}, (a*){n} or x?y?z?... cost ` +
       "about the square of their length, see docs/conditions.md)";
   }

@@ -12,6 +12,7 @@ import {
   validateCondition,
 } from "../../../lib/engine/conditions.ts";
 import { OPERATORS } from "../../../lib/engine/conditions/vocabulary.ts";
+import { regexCost, regexProblem } from "../../../lib/engine/conditions/regex.ts";
 import type { Sql } from "../../../lib/store/db.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
@@ -694,6 +695,22 @@ Deno.test("conditions: matchesRegex accepts the subset JavaScript and Postgres a
   for (const pattern of ACCEPTED_PATTERNS) {
     assertValid(prop("properties.a", "matchesRegex", { propertyValue: pattern }));
   }
+  // The figures docs/conditions.md gives for the cost rule.
+  const figures: [string, number, number][] = [
+    ["(.?){100}", 100, 5050],
+    ["(.?){127}", 127, 8128],
+    ["(.?){128}", 128, 8256],
+    [".{0,255}", 255, 255],
+    ["(a{100}){100}", 10_000, 0],
+    ["([a-zA-Z0-9_.+-]{100}){100}", 160_000, 0],
+  ];
+  for (const [pattern, items, cost] of figures) {
+    assert.deepEqual(regexCost(pattern), { items, cost }, pattern);
+  }
+  // Nesting past any number is refused, never accepted as NaN.
+  const nested = "(".repeat(60) + "a?" + "){255}".repeat(60);
+  assert.match(regexProblem(nested.slice(0, 200)) ?? "", /too complex|too costly|valid/);
+  assert.match(regexProblem("((((((((a?){255}){255}){255}){255}){255}){255}){255}){255}")!, /too/);
 });
 
 // Accepted by the validator; the database test below runs each one on Postgres.
