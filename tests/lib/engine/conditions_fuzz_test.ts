@@ -300,3 +300,60 @@ Deno.test("conditions fuzz: random aggregates and metrics answer or refuse with 
     await db.close();
   }
 });
+
+/** A random pattern of the regex grammar, weighted towards what PostgreSQL finds costly. */
+function randomPattern(next: () => number, depth: number): string {
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)]!;
+  const count = () => pick([1, 2, 3, 10, 20, 64, 100, 128, 200, 255]);
+  const quantifiers = [
+    () => "",
+    () => "?",
+    () => "*",
+    () => "+",
+    () => `{${count()}}`,
+    () => `{0,${count()}}`,
+    () => `{${count()},}`,
+    () => `{${Math.min(count(), 10)},${count() + 10}}`,
+  ];
+  let out = "";
+  for (let i = 1 + Math.floor(next() * 4); i > 0; i--) {
+    const atom = depth > 0 && next() < 0.4
+      ? `${pick(["(", "(?:"])}${randomPattern(next, depth - 1)}${
+        next() < 0.3 ? `|${randomPattern(next, depth - 1)}` : ""
+      })`
+      : pick([".", "a", "\\w", "[a-z]", "\\d", "[^x]", "[a-zA-Z0-9_.+-]", "é"]);
+    out += atom + pick(quantifiers)();
+  }
+  return out;
+}
+
+Deno.test("conditions fuzz: every random pattern the regex rules accept compiles on PostgreSQL", async () => {
+  const db = await freshDatabase();
+  const sql = db.sql;
+  try {
+    const next = random(7);
+    let accepted = 0;
+    for (let i = 0; i < 1500 && accepted < 250; i++) {
+      const pattern = randomPattern(next, 3);
+      const raw = {
+        type: "profilePropertyCondition",
+        parameterValues: {
+          propertyName: "properties.a",
+          comparisonOperator: "matchesRegex",
+          propertyValue: pattern,
+        },
+      };
+      if (!validateCondition(raw, { itemType: "profile" }).ok) continue;
+      accepted++;
+      // Exactly the text the compiler matches with (anchored like Lucene).
+      try {
+        await sql`select ${"abc"}::text ~ ${`^(?:${pattern})$`}::text`;
+      } catch (err) {
+        assert.fail(`${pattern} was accepted but PostgreSQL refused it: ${err}`);
+      }
+    }
+    assert.ok(accepted >= 100, `only ${accepted} random patterns accepted`);
+  } finally {
+    await db.close();
+  }
+});
