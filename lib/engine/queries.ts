@@ -248,14 +248,18 @@ export async function aggregate(
       );
     }
     // One pass: the null bucket is the missing count, and the buckets sum to the filtered one.
-    const rows = await sql<{ bucket: Date | null; n: number }[]>`
-      select date_trunc(${unit}, v, 'UTC') as bucket, count(*)::int as n
+    // Each bucket as epoch milliseconds: the driver reads a timestamptz's text with
+    // JavaScript's Date, which takes year 1 for 2001 and a year BC (a value such as
+    // 0001-01-01T00:00:00+01:00) for no date at all.
+    const rows = await sql<{ bucket: number | null; n: number }[]>`
+      select (extract(epoch from date_trunc(${unit}, v, 'UTC')) * 1000)::float8 as bucket,
+             count(*)::int as n
       from ${values} group by 1 order by 1`;
     totals = { all: 0, filtered: 0, missing: 0 };
     for (const row of rows) {
       totals.filtered += row.n;
       if (row.bucket === null) totals.missing = row.n;
-      else results[formatDate(row.bucket, spec.format)] = row.n;
+      else results[formatDate(new Date(row.bucket), spec.format)] = row.n;
     }
     totals.all = input.condition === null
       ? totals.filtered
@@ -349,7 +353,8 @@ export function formatDate(date: Date, format?: string): string {
   if (!format) return date.toISOString();
   const pad = (n: number, width = 2) => String(n).padStart(width, "0");
   const tokens: Record<string, string> = {
-    yyyy: String(date.getUTCFullYear()),
+    // Four digits at least, as Java writes them (year 1 is 0001).
+    yyyy: date.getUTCFullYear() < 0 ? String(date.getUTCFullYear()) : pad(date.getUTCFullYear(), 4),
     yy: pad(date.getUTCFullYear() % 100),
     MM: pad(date.getUTCMonth() + 1),
     dd: pad(date.getUTCDate()),

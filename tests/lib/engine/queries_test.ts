@@ -386,6 +386,41 @@ Deno.test("aggregate date: an unknown interval or a numeric property is 400", as
   });
 });
 
+Deno.test("aggregate date: values at the edges of the years 1 to 9999 bucket, offsets applied", async () => {
+  const db = await freshDatabase();
+  try {
+    const sql = db.sql;
+    // Text that reads as a date-time, whose offset takes it to the year 0 or 10000 in UTC: the
+    // driver read those buckets as no date (a 500) and the year 1 as 2001.
+    for (
+      const [id, signup] of [
+        ["p1", "0001-01-01T00:00:00+01:00"],
+        ["p2", "0001-01-01"],
+        ["p3", "9999-12-31T23:00:00-05:00"],
+      ]
+    ) {
+      await sql`
+        insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+        values (${A}, ${id!}, ${sql.json({ signup: signup!, shopDomain: A })}, 'server', now(),
+                now())`;
+    }
+    assert.deepEqual(await profileAggregate(sql, { type: "date", interval: "1d" }, null), {
+      "0000-12-31T00:00:00.000Z": 1,
+      "0001-01-01T00:00:00.000Z": 1,
+      "+010000-01-01T00:00:00.000Z": 1,
+      _all: 3,
+      _filtered: 3,
+      _missing: 0,
+    });
+    assert.deepEqual(
+      await profileAggregate(sql, { type: "date", interval: "1y", format: "yyyy-MM-dd" }, null),
+      { "0000-01-01": 1, "0001-01-01": 1, "10000-01-01": 1, _all: 3, _filtered: 3, _missing: 0 },
+    );
+  } finally {
+    await db.close();
+  }
+});
+
 // ---------------------------------------------------------------------------------------------
 // aggregate: ranges
 
