@@ -744,15 +744,24 @@ Deno.test("withQueryBudget: HttpErrors and other errors pass through unchanged",
   });
 });
 
-Deno.test("evaluationError: SQLSTATE class 22 becomes 502; anything else is returned as is", () => {
-  const dataException = Object.assign(new Error("invalid input syntax"), { code: "22P02" });
-  const mapped = evaluationError(dataException);
-  assert.ok(mapped instanceof DomainError);
-  assert.deepEqual([toHttpError(mapped).status, toHttpError(mapped).code, mapped.cause], [
-    502,
-    "upstream_error",
-    dataException,
-  ]);
+Deno.test("evaluationError: SQLSTATE classes 22 and 54 become a generic 502; anything else is returned as is", () => {
+  for (
+    const [code, message] of [
+      ["22P02", "invalid input syntax"],
+      ["2201B", "invalid regular expression: regular expression is too complex"],
+      ["54001", "stack depth limit exceeded"],
+    ]
+  ) {
+    const failure = Object.assign(new Error(message), { code });
+    const mapped = evaluationError(failure);
+    assert.ok(mapped instanceof DomainError);
+    assert.deepEqual([toHttpError(mapped).status, toHttpError(mapped).code, mapped.cause], [
+      502,
+      "upstream_error",
+      failure,
+    ]);
+    assert.equal(toHttpError(mapped).message, "the query could not be evaluated");
+  }
   for (
     const err of [
       Object.assign(new Error("cancelled"), { code: "57014" }),
