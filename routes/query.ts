@@ -135,7 +135,10 @@ const aggregateRoute = createRoute({
           schema: z.object({
             aggregate: z.object({
               type: z.enum(["date", "dateRange", "numericRange"]),
-              interval: z.string().max(20).optional(),
+              interval: z.string().max(20).optional().openapi({
+                description: "For type date: one of 1m, minute, 1h, hour, 1d, day, 1w, week, " +
+                  "1M, month, 1q, quarter, 1y, year",
+              }),
               format: z.string().max(50).optional(),
               ranges: z.array(RangeSchema).min(1).max(20).optional(),
             }).strict().superRefine((a, ctx) => {

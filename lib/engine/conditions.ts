@@ -66,7 +66,7 @@ export {
   type PropertySource,
   resolveProperty,
 } from "./conditions/properties.ts";
-export { resolveDateExpr } from "./conditions/dates.ts";
+export { inDateWindow, resolveDateExpr, timestampText } from "./conditions/dates.ts";
 export { dateText, integerValue, numberValue } from "./conditions/values.ts";
 export { parseCondition, validateCondition } from "./conditions/validation.ts";
 export { injectScopePredicate, scopePredicate, stripScopePredicates } from "./conditions/scope.ts";

@@ -10,6 +10,7 @@ import {
   compileCondition,
   type Condition,
   dateText,
+  inDateWindow,
   type ItemType,
   numberValue,
   propertyExpression,
@@ -17,6 +18,7 @@ import {
   resolveDateExpr,
   resolveProperty,
   type SqlFragment,
+  timestampText,
 } from "./conditions.ts";
 
 /** Statistics of POST /cdp/query/{itemType}/{property}/metrics. */
@@ -106,10 +108,18 @@ export async function withQueryBudget<T>(
   }
 }
 
-/** A data exception (SQLSTATE class 22, such as a bad regex) as 502; anything else as is. */
+/**
+ * A condition the database refuses to evaluate as 502 with a generic message (the database's
+ * own goes to the log with the cause): a data exception (SQLSTATE class 22, such as a bad regex
+ * or a date out of range) or a program limit (class 54, such as an expression too complex).
+ * Anything else as is.
+ */
 export function evaluationError(err: unknown): unknown {
   const code = (err as { code?: unknown })?.code;
-  if (!(err instanceof DomainError) && typeof code === "string" && code.startsWith("22")) {
+  if (
+    !(err instanceof DomainError) && typeof code === "string" &&
+    (code.startsWith("22") || code.startsWith("54"))
+  ) {
     return new DomainError("upstream_failed", "the query could not be evaluated", {
       cause: err,
     });
@@ -169,22 +179,27 @@ export interface Aggregate {
   ranges?: { key?: string; from?: number | string | null; to?: number | string | null }[];
 }
 
-const _INTERVALS: Record<string, string> = {
-  "1m": "minute",
-  minute: "minute",
-  "1h": "hour",
-  hour: "hour",
-  "1d": "day",
-  day: "day",
-  "1w": "week",
-  week: "week",
-  "1M": "month",
-  month: "month",
-  "1q": "quarter",
-  quarter: "quarter",
-  "1y": "year",
-  year: "year",
-};
+// A Map, never an object literal: a lookup on an object finds inherited names (`constructor`,
+// `toString`, `valueOf`) that are no interval.
+const _INTERVALS = new Map<string, string>([
+  ["1m", "minute"],
+  ["minute", "minute"],
+  ["1h", "hour"],
+  ["hour", "hour"],
+  ["1d", "day"],
+  ["day", "day"],
+  ["1w", "week"],
+  ["week", "week"],
+  ["1M", "month"],
+  ["month", "month"],
+  ["1q", "quarter"],
+  ["quarter", "quarter"],
+  ["1y", "year"],
+  ["year", "year"],
+]);
+
+/** The date histogram intervals, each with the date_trunc unit it buckets by. */
+export const DATE_INTERVALS: ReadonlyMap<string, string> = _INTERVALS;
 
 /**
  * POST /cdp/query/{itemType}/{property}/aggregate: a count per bucket plus `_all` (every item
@@ -225,22 +240,26 @@ export async function aggregate(
   const results: Record<string, number> = {};
   let totals: { all: number; filtered: number; missing: number };
   if (spec.type === "date") {
-    const unit = _INTERVALS[spec.interval ?? ""];
+    const unit = _INTERVALS.get(spec.interval ?? "");
     if (!unit) {
       throw new DomainError(
         "invalid_input",
-        `interval must be one of ${Object.keys(_INTERVALS).join(", ")}`,
+        `$.aggregate.interval: must be one of ${[..._INTERVALS.keys()].join(", ")}`,
       );
     }
     // One pass: the null bucket is the missing count, and the buckets sum to the filtered one.
-    const rows = await sql<{ bucket: Date | null; n: number }[]>`
-      select date_trunc(${unit}, v, 'UTC') as bucket, count(*)::int as n
+    // Each bucket as epoch milliseconds: the driver reads a timestamptz's text with
+    // JavaScript's Date, which takes year 1 for 2001 and a year BC (a value such as
+    // 0001-01-01T00:00:00+01:00) for no date at all.
+    const rows = await sql<{ bucket: number | null; n: number }[]>`
+      select (extract(epoch from date_trunc(${unit}, v, 'UTC')) * 1000)::float8 as bucket,
+             count(*)::int as n
       from ${values} group by 1 order by 1`;
     totals = { all: 0, filtered: 0, missing: 0 };
     for (const row of rows) {
       totals.filtered += row.n;
       if (row.bucket === null) totals.missing = row.n;
-      else results[formatDate(row.bucket, spec.format)] = row.n;
+      else results[formatDate(new Date(row.bucket), spec.format)] = row.n;
     }
     totals.all = input.condition === null
       ? totals.filtered
@@ -254,8 +273,8 @@ export async function aggregate(
     }));
     const counts = bounds.map((b, i) =>
       sql`, (count(*) filter (where v is not null
-        ${b.from === null ? sql`` : sql`and v >= ${b.from}`}
-        ${b.to === null ? sql`` : sql`and v < ${b.to}`}))::int as ${sql(`r${i}`)}`
+        ${b.from === null ? sql`` : sql`and v >= ${_boundSql(sql, b.from)}`}
+        ${b.to === null ? sql`` : sql`and v < ${_boundSql(sql, b.to)}`}))::int as ${sql(`r${i}`)}`
     );
     const [row] = await sql<Record<string, number>[]>`
       select ${all} as all, count(*)::int as filtered,
@@ -304,9 +323,16 @@ function _bound(
   return date;
 }
 
+/** A range bound as SQL: a number as is, a date as timestamptz text PostgreSQL reads. */
+function _boundSql(sql: Sql, bound: number | Date): SqlFragment {
+  return typeof bound === "number" ? sql`${bound}` : sql`${timestampText(bound)}::timestamptz`;
+}
+
+// Another ISO 8601 spelling JavaScript reads, within the years 1 to 9999 like every date here
+// (year 0 would be 1 BC to PostgreSQL, and a JavaScript year past 9999 carries a sign).
 function _iso(value: string): Date | null {
   const time = Date.parse(value);
-  return /^\d{4}-\d{2}-\d{2}/.test(value) && !Number.isNaN(time) ? new Date(time) : null;
+  return /^\d{4}-\d{2}-\d{2}/.test(value) && inDateWindow(time) ? new Date(time) : null;
 }
 
 function _rangeKey(
@@ -327,7 +353,8 @@ export function formatDate(date: Date, format?: string): string {
   if (!format) return date.toISOString();
   const pad = (n: number, width = 2) => String(n).padStart(width, "0");
   const tokens: Record<string, string> = {
-    yyyy: String(date.getUTCFullYear()),
+    // Four digits at least, as Java writes them (year 1 is 0001).
+    yyyy: date.getUTCFullYear() < 0 ? String(date.getUTCFullYear()) : pad(date.getUTCFullYear(), 4),
     yy: pad(date.getUTCFullYear() % 100),
     MM: pad(date.getUTCMonth() + 1),
     dd: pad(date.getUTCDate()),

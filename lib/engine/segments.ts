@@ -194,13 +194,27 @@ export async function segmentsOfProfile(
   return member;
 }
 
-/** The filter of a segment's members over `profiles p`, after `after` in id order if given. */
+/**
+ * The filter of a segment's members over `profiles p`, after `after` in id order if given. A
+ * stored condition that no longer compiles (saved under older rules, or a date that has left
+ * the window as `now` moved) is the segment's failure, not the request's: 502, naming why.
+ */
 function _members(sql: Sql, segment: SegmentView, now: Date, after?: string) {
-  const condition = compileCondition(sql, segment.condition, {
-    itemType: "profile",
-    now,
-    scope: segment.scope,
-  });
+  let condition;
+  try {
+    condition = compileCondition(sql, segment.condition, {
+      itemType: "profile",
+      now,
+      scope: segment.scope,
+    });
+  } catch (err) {
+    if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
+    throw new DomainError(
+      "upstream_failed",
+      `the segment's stored condition cannot be evaluated; update it (${err.message})`,
+      { cause: err },
+    );
+  }
   return sql`p.scope = ${segment.scope} and ${condition}
     ${after === undefined ? sql`` : sql`and p.item_id > ${after}`}`;
 }

@@ -128,11 +128,13 @@ export function toHttpError(err: unknown): HttpError {
     });
   }
   if (failure === "data") {
-    // Validation should have refused the value first; this keeps a miss a client error.
+    // Validation should have refused the value first; this keeps a miss a client error. The
+    // database's own message names its internals (types, functions, the offending text): it
+    // goes to the log (onError), never to the caller.
     return new HttpError(
       400,
       "bad_request",
-      `A value cannot be stored or compared: ${(err as Error).message}`,
+      "A value cannot be stored or compared; check the request's values",
       { cause: err },
     );
   }
@@ -157,6 +159,18 @@ export function onError(err: unknown, c: Context): Response {
       { error: "client_closed_request", error_description: httpError.message },
       499 as UnofficialStatusCode,
     );
+  }
+  // A value the database refused is answered with a generic message: its own goes here.
+  if (httpError.status < 500 && databaseFailure(httpError.cause) === "data") {
+    const cause = httpError.cause as { code?: string; message?: string };
+    log("warn", "database refused a value", {
+      request_id: c.get("requestId"),
+      method: c.req.method,
+      path: c.req.path,
+      status: httpError.status,
+      sqlstate: cause.code,
+      error: cause.message,
+    });
   }
   // A full ingest queue is load shed as designed, not a fault: logging each refusal would flood.
   if (httpError.status >= 500 && httpError.code !== "queue_full") {

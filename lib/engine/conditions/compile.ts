@@ -5,7 +5,7 @@
  * @module
  */
 import type { Sql } from "../../store/db.ts";
-import { dateSpan, DAY, floorUnit } from "./dates.ts";
+import { DATE_WINDOW_END, dateSpan, DAY, floorUnit, timestampText } from "./dates.ts";
 import {
   type Column,
   columnSql,
@@ -59,7 +59,13 @@ export function compileCondition(
   condition: Condition,
   options: CompileOptions,
 ): SqlFragment {
-  const checked = validateCondition(condition, { itemType: options.itemType, allowScope: true });
+  // Validated against the same `now` as it compiles with: a date math value is in the window
+  // at that instant, or refused here rather than by the database.
+  const checked = validateCondition(condition, {
+    itemType: options.itemType,
+    allowScope: true,
+    now: options.now,
+  });
   if (!checked.ok) throw invalidCondition(checked.issues);
   const ctx = { sql, now: options.now, scope: options.scope, single: options.single ?? false };
   return _compileNode(ctx, checked.condition, options.itemType);
@@ -115,15 +121,15 @@ function _compilePastEvents(c: _Ctx, params: Record<string, unknown>): SqlFragme
   const where: SqlFragment[] = [sql`e.scope = ${c.scope}`];
   if (params.numberOfDays !== undefined) {
     const since = new Date(now.getTime() - (params.numberOfDays as number) * DAY);
-    where.push(sql`e.time_stamp > ${since.toISOString()}::timestamptz`);
+    where.push(sql`e.time_stamp > ${_timestamp(sql, since)}`);
   }
   if (params.fromDate !== undefined) {
     const [from] = dateSpan("dateExpr", params.fromDate as string, now);
-    where.push(sql`e.time_stamp >= ${from.toISOString()}::timestamptz`);
+    where.push(sql`e.time_stamp >= ${_timestamp(sql, from)}`);
   }
   if (params.toDate !== undefined) {
     const [, until] = dateSpan("dateExpr", params.toDate as string, now);
-    where.push(sql`e.time_stamp < ${until.toISOString()}::timestamptz`);
+    where.push(sql`e.time_stamp < ${_timestamp(sql, until)}`);
   }
   where.push(_compileNode(c, params.eventCondition as Condition, "event"));
   const min = params.operator === "eventsNotOccurred"
@@ -177,6 +183,17 @@ function _pastEventsOfOne(
   }
   if (max === 0) return sql`(not exists (${matching}))`;
   return sql`(${counted(max + 1)} between ${min} and ${max})`;
+}
+
+/**
+ * An instant of the date window, or its end, as a timestamptz. The driver writes a timestamptz
+ * parameter through JavaScript's Date, whose text for the window's end (the year 10000) has a
+ * sign PostgreSQL refuses: that one instant goes as text, cast once per query.
+ */
+function _timestamp(sql: Sql, time: Date): SqlFragment {
+  return time.getTime() === DATE_WINDOW_END
+    ? _once(sql, sql`${timestampText(time)}::text::timestamptz`)
+    : sql`${timestampText(time)}::timestamptz`;
 }
 
 type _CmpType = "text" | "numeric" | "timestamptz";
@@ -348,12 +365,12 @@ function _bound(sql: Sql, kind: ValueKind, value: unknown, now: Date): _Bound {
       const day = floorUnit(lo.getTime(), "d");
       return {
         type: "timestamptz",
-        lo: sql`${lo.toISOString()}::timestamptz`,
-        hi: sql`${hi.toISOString()}::timestamptz`,
+        lo: _timestamp(sql, lo),
+        hi: _timestamp(sql, hi),
         span: [lo.getTime(), hi.getTime()],
         day: [
-          sql`${new Date(day).toISOString()}::timestamptz`,
-          sql`${new Date(day + DAY).toISOString()}::timestamptz`,
+          _timestamp(sql, new Date(day)),
+          _timestamp(sql, new Date(day + DAY)),
         ],
       };
     }
@@ -479,9 +496,10 @@ function _list(
     };
   }
   const spans = values.map((v) => dateSpan(kind as "date" | "dateExpr", v as string, now));
-  const from = sql`unnest(${spans.map(([lo]) => lo.toISOString())}::timestamptz[], ${
-    spans.map(([, hi]) => hi.toISOString())
-  }::timestamptz[]) as w(lo, hi)`;
+  // As text (see _timestamp), cast once per query.
+  const bounds = (which: 0 | 1) =>
+    _once(sql, sql`${spans.map((span) => timestampText(span[which]))}::text[]::timestamptz[]`);
+  const from = sql`unnest(${bounds(0)}, ${bounds(1)}) as w(lo, hi)`;
   const match = (s: SqlFragment) => sql`(${s} >= w.lo and ${s} < w.hi)`;
   return { from, match, any: (s) => sql`exists (select 1 from ${from} where ${match(s)})` };
 }

@@ -14,6 +14,33 @@ const _HOUR = 60 * _MINUTE;
 export const DAY = 24 * _HOUR;
 const _MAX_TIME = 8.64e15;
 
+/**
+ * The instants a condition may name: years 1 to 9999 in UTC, after any offset and date math.
+ * PostgreSQL stores 4713 BC to 294276 AD, but year 0 and below are written differently there
+ * (BC) and JavaScript writes years past 9999 with a sign; inside this window a value reads the
+ * same in both. The end of a span may be DATE_WINDOW_END itself (the day after 9999-12-31).
+ */
+export const DATE_WINDOW_START = Date.parse("0001-01-01T00:00:00.000Z");
+/** The first instant after the window (10000-01-01T00:00:00Z). */
+export const DATE_WINDOW_END = Date.parse("+010000-01-01T00:00:00.000Z");
+
+/** Whether an epoch-ms instant lies in the window of years 1 to 9999 (UTC). */
+export function inDateWindow(ms: number): boolean {
+  return Number.isFinite(ms) && ms >= DATE_WINDOW_START && ms < DATE_WINDOW_END;
+}
+
+/**
+ * An instant of the window (or its end) as text PostgreSQL reads as timestamptz: ISO 8601, but
+ * the year 10000 written without the sign and padding JavaScript gives it.
+ */
+export function timestampText(time: Date | number): string {
+  const ms = typeof time === "number" ? time : time.getTime();
+  if (!(ms >= DATE_WINDOW_START && ms <= DATE_WINDOW_END)) {
+    throw new RangeError(`instant ${ms} is outside the years 1 to 9999`);
+  }
+  return new Date(ms).toISOString().replace(/^\+0*/, "");
+}
+
 // The same grammar as cdp_try_timestamptz (migration 4): a date, optionally a time with minutes,
 // seconds and a fraction, optionally an offset; no offset means UTC.
 const _ISO =
@@ -24,7 +51,10 @@ function _daysInMonth(year: number, month: number): number {
   return [4, 6, 9, 11].includes(month) ? 30 : 31;
 }
 
-/** Parses an ISO 8601 date-time to epoch ms (fraction truncated to ms) and its precision. */
+/**
+ * Parses an ISO 8601 date-time to epoch ms (fraction truncated to ms) and its precision. The
+ * instant may fall outside years 1 to 9999 once its offset is applied: see {@linkcode dateValue}.
+ */
 export function parseIso(text: string): { ms: number; unit: number } | null {
   if (text.length > 40) return null;
   const m = _ISO.exec(text);
@@ -124,6 +154,18 @@ export function floorUnit(t: number, unit: string): number {
 const _MATH_OP = /^(?:([+-])(\d{1,9})([yMwdhHms])|\/([yMwdhHms]))/;
 
 /**
+ * A date value (ISO 8601 or epoch milliseconds) as its span `[ms, ms + unit)`, or null when it
+ * is malformed or its span leaves years 1 to 9999 (UTC, its offset applied).
+ */
+export function dateValue(text: string): { ms: number; unit: number } | null {
+  const parsed = parseIso(text) ?? parseEpoch(text);
+  if (!parsed || !inDateWindow(parsed.ms) || !inDateWindow(parsed.ms + parsed.unit - 1)) {
+    return null;
+  }
+  return parsed;
+}
+
+/**
  * Elasticsearch date math to epoch ms. With `roundUp` (how Elasticsearch reads the upper end of
  * a range), a rounding or a partial ISO date yields the LAST millisecond of its unit.
  */
@@ -154,9 +196,8 @@ export function dateMath(expr: string, now: Date, roundUp: boolean): number | nu
     }
     if (!Number.isFinite(t) || Math.abs(t) > _MAX_TIME) return null;
   }
-  if (!Number.isFinite(t)) return null;
-  const year = new Date(t).getUTCFullYear();
-  return year >= 1 && year <= 9999 ? t : null;
+  // The result is what must fit the window: an anchor near its edge may leave it by an offset.
+  return inDateWindow(t) ? t : null;
 }
 
 /**
@@ -182,7 +223,7 @@ export function dateSpan(kind: "date" | "dateExpr", value: string, now: Date): [
   let lo: number | null;
   let hi: number | null;
   if (kind === "date") {
-    const parsed = parseIso(value) ?? parseEpoch(value);
+    const parsed = dateValue(value);
     lo = parsed?.ms ?? null;
     hi = parsed ? parsed.ms + parsed.unit : null;
   } else {

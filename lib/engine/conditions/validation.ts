@@ -5,7 +5,7 @@
  * @module
  */
 import { DomainError } from "../../errors.ts";
-import { dateMath, parseEpoch, parseIso } from "./dates.ts";
+import { dateMath, dateValue } from "./dates.ts";
 import { normalizeCondition } from "./normalize.ts";
 import { type PropertySource, resolveProperty, SOURCE_KINDS, SOURCE_TEXT } from "./properties.ts";
 import { regexProblem } from "./regex.ts";
@@ -112,7 +112,7 @@ export function validateCondition(raw: unknown, options: ConditionOptions): Cond
     maxNodes: MAX_CONDITION_NODES - (injected ? 2 : 0),
     limitNote: injected ? " (the scope predicate the service adds takes the rest)" : "",
     allowScope: options.allowScope ?? false,
-    now: new Date(),
+    now: options.now ?? new Date(),
   };
   _validateNode(w, raw, root, options.itemType, 1);
   if (w.truncated) {
@@ -327,7 +327,7 @@ function _validDateExpr(value: string, now: Date): boolean {
 }
 
 function _validDate(value: string): boolean {
-  return (parseIso(value) ?? parseEpoch(value)) !== null;
+  return dateValue(value) !== null;
 }
 
 function _valueKeys(arity: Arity, kinds: readonly ValueKind[]): string[] {
@@ -463,7 +463,13 @@ function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, r
       }
       if (!_string(w, text, path)) return;
       if (kind === "date" ? !_validDate(text) : !_validDateExpr(text, w.now)) {
-        _issue(w, path, `must be ${KIND_TEXT[kind]}, within the years 1 to 9999`);
+        _issue(
+          w,
+          path,
+          `must be ${
+            KIND_TEXT[kind]
+          }, within the years 1 to 9999 (UTC, after its offset and date math)`,
+        );
       }
     }
   }

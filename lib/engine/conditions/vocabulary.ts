@@ -35,6 +35,8 @@ export interface ConditionOptions {
    * two nodes of the limits: the tree gets what remains, so the injected one stays valid.
    */
   scopeInjected?: boolean;
+  /** Anchors date math (`now-30d`) for the date window check; the current time by default. */
+  now?: Date;
 }
 
 /** The outcome of `validateCondition`. */
@@ -53,6 +55,16 @@ export const MAX_CONDITION_NODES = 200;
 export const MAX_CONDITION_VALUES = 1000;
 /** Characters a matchesRegex pattern may have. */
 export const MAX_REGEX_LENGTH = 200;
+/**
+ * Items a matchesRegex pattern may expand to once its bounded repetitions are copied out, a
+ * character weighing 1 and a class more (lib/engine/conditions/regex.ts).
+ */
+export const MAX_REGEX_ITEMS = 10_000;
+/**
+ * The largest compile cost of a matchesRegex pattern (lib/engine/conditions/regex.ts), in arcs
+ * added for empty ones: a run of 127 optional characters, `(.?){127}`, costs 8,128.
+ */
+export const MAX_REGEX_COST = 8_192;
 /** Issues listed at most; one more says that the list was cut. */
 export const MAX_CONDITION_ISSUES = 100;
 /** The largest numberOfDays of a pastEventCondition. */

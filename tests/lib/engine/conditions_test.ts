@@ -12,6 +12,7 @@ import {
   validateCondition,
 } from "../../../lib/engine/conditions.ts";
 import { OPERATORS } from "../../../lib/engine/conditions/vocabulary.ts";
+import { regexCost, regexProblem } from "../../../lib/engine/conditions/regex.ts";
 import type { Sql } from "../../../lib/store/db.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
@@ -673,6 +674,18 @@ Deno.test("conditions: matchesRegex accepts the subset JavaScript and Postgres a
     ["x{,5}", /literal \{/],
     ["(?=a)*b", /quantifier/],
     ["(a{200}){200}", /too complex/],
+    // A class weighs its colors: 10,000 copies of one cost PostgreSQL as much as 140,000 of a.
+    ["([a-zA-Z0-9_.+-]{100}){100}", /too complex/],
+    // Runs of optional items: PostgreSQL refused the first ("too complex") and took 0.3 s to
+    // compile the second, each for a pattern the validator used to accept.
+    ["(.?){255}".repeat(22), /too costly/],
+    ["(.?){255}(.?){255}", /too costly/],
+    ["(.?){255}", /too costly/],
+    ["((a?){99}){99}", /too costly/],
+    ["(a*){200}", /too costly/],
+    ["(?:.*){200}", /too costly/],
+    ["(\\w?){64}", /too costly/],
+    ["(.?){100}.{0,255}", /too costly/],
   ];
   for (const [pattern, message] of rejected) {
     const found = issues(prop("properties.a", "matchesRegex", { propertyValue: pattern }));
@@ -682,6 +695,22 @@ Deno.test("conditions: matchesRegex accepts the subset JavaScript and Postgres a
   for (const pattern of ACCEPTED_PATTERNS) {
     assertValid(prop("properties.a", "matchesRegex", { propertyValue: pattern }));
   }
+  // The figures docs/conditions.md gives for the cost rule.
+  const figures: [string, number, number][] = [
+    ["(.?){100}", 100, 5050],
+    ["(.?){127}", 127, 8128],
+    ["(.?){128}", 128, 8256],
+    [".{0,255}", 255, 255],
+    ["(a{100}){100}", 10_000, 0],
+    ["([a-zA-Z0-9_.+-]{100}){100}", 160_000, 0],
+  ];
+  for (const [pattern, items, cost] of figures) {
+    assert.deepEqual(regexCost(pattern), { items, cost }, pattern);
+  }
+  // Nesting past any number is refused, never accepted as NaN.
+  const nested = "(".repeat(60) + "a?" + "){255}".repeat(60);
+  assert.match(regexProblem(nested.slice(0, 200)) ?? "", /too complex|too costly|valid/);
+  assert.match(regexProblem("((((((((a?){255}){255}){255}){255}){255}){255}){255}){255}")!, /too/);
 });
 
 // Accepted by the validator; the database test below runs each one on Postgres.
@@ -702,7 +731,11 @@ const ACCEPTED_PATTERNS = [
   "x}",
   "]",
   "(a{100}){100}",
-  "([a-zA-Z0-9_.+-]{100}){100}",
+  "([a-zA-Z0-9_.+-]{10}){50}",
+  "(.?){100}",
+  ".{0,255}(.?){100}",
+  "(?:.*a){200}",
+  "(\\w+\\s?){255}",
   "a{2,}b{0,255}",
   "\\s\\S\\w\\W\\d\\D\\t\\n",
   "()",
@@ -1830,4 +1863,56 @@ Deno.test("conditions: absent parameterValues name each missing parameter; sessi
     })),
     ["$.parameterValues.propertyValueDate"],
   );
+});
+
+Deno.test("compile: dates are limited to years 1 to 9999 after their offset and date math, and every one validated runs", async () => {
+  // Each passed validation before and then failed on PostgreSQL (22008/22009, a 502), or passes
+  // now and runs.
+  const refused = [
+    ["propertyValueDate", "9999-12-31T23:00:00-05:00"],
+    ["propertyValueDate", "0001-01-01T00:00:00+01:00"],
+    ["propertyValueDateExpr", "9999-12-31T23:00:00-05:00"],
+    ["propertyValueDateExpr", "9999-12-31||+1d"],
+    ["propertyValueDateExpr", "0001-01-01||-1ms"],
+    ["propertyValueDateExpr", "0001-01-01T00:30:00+01:00||+1m"],
+    ["propertyValueDate", "253402300800000"],
+  ];
+  for (const [key, value] of refused) {
+    const found = issues(prop("properties.lastOrderAt", "equals", { [key!]: value }));
+    assert.deepEqual(paths(found), [`$.parameterValues.${key}`], value);
+    assert.match(found[0]!.message, /years 1 to 9999/, value);
+  }
+  await withSeeded(async (sql) => {
+    const accepted: [string, string, string][] = [
+      ["equals", "propertyValueDate", "9999-12-31"],
+      ["lessThanOrEqualTo", "propertyValueDate", "9999-12-31"],
+      ["greaterThan", "propertyValueDate", "9999-12-31"],
+      ["isDay", "propertyValueDate", "9999-12-31T23:59:59Z"],
+      ["isNotDay", "propertyValueDate", "253402300799999"],
+      ["equals", "propertyValueDateExpr", "9999-12-31||/d"],
+      ["lessThanOrEqualTo", "propertyValueDateExpr", "9999-12-30||+1d/y"],
+      ["greaterThanOrEqualTo", "propertyValueDate", "0001-01-01"],
+      ["lessThan", "propertyValueDate", "0001-01-01T01:00:00+01:00"],
+      ["equals", "propertyValueDateExpr", "0001-01-02||-1d"],
+    ];
+    for (const [operator, key, value] of accepted) {
+      for (const name of ["properties.lastOrderAt", "properties.firstVisit"]) {
+        await profiles(sql, prop(name, operator, { [key]: value }));
+        await profiles(sql, prop(name, operator, { [key]: value }), { single: true });
+      }
+    }
+    // In lists and pairs too, and as a pastEventCondition's window.
+    for (const name of ["properties.lastOrderAt", "properties.firstVisit"]) {
+      for (const operator of ["in", "all", "notIn", "between"]) {
+        await profiles(
+          sql,
+          prop(name, operator, { propertyValuesDate: ["0001-01-01", "9999-12-31"] }),
+        );
+      }
+    }
+    await profiles(
+      sql,
+      past(eventType("order_created"), { fromDate: "0001-01-01", toDate: "9999-12-31" }),
+    );
+  });
 });

@@ -14,6 +14,7 @@ import {
   updateSegment,
 } from "../../../lib/engine/segments.ts";
 import { scopedCondition } from "../../../lib/engine/caller_condition.ts";
+import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
@@ -606,17 +607,23 @@ Deno.test("openExport: pages open at once each keep their own rows", async () =>
   });
 });
 
-Deno.test("openExport: a condition Postgres cannot evaluate is 502 upstream_error", async () => {
+Deno.test("openExport: a stored condition that cannot be evaluated is 502 upstream_error", async () => {
   await withSeeded(async (sql) => {
-    // Valid for the validator (99 * 99 expansions), too complex for Postgres.
-    const view = segment({
-      type: "profilePropertyCondition",
-      parameterValues: {
-        propertyName: "properties.email",
-        comparisonOperator: "matchesRegex",
-        propertyValue: "((a?){99}){99}",
-      },
-    });
+    // Saved when the validator still took it (99 * 99 expansions), too complex for Postgres:
+    // the validator refuses it now, so the segment, not the request, is at fault.
+    const view: SegmentView = {
+      id: "seg",
+      name: "s",
+      scope: A,
+      condition: injectScopePredicate({
+        type: "profilePropertyCondition",
+        parameterValues: {
+          propertyName: "properties.email",
+          comparisonOperator: "matchesRegex",
+          propertyValue: "((a?){99}){99}",
+        },
+      }, A),
+    };
     await assert.rejects(
       openExport(sql, view, { limit: 10, now: NOW, timeoutMs: 5000 }),
       (err: unknown) =>
@@ -646,7 +653,7 @@ Deno.test("openExport: the condition runs under timeoutMs and is cancelled on th
       parameterValues: {
         propertyName: "properties.email",
         comparisonOperator: "matchesRegex",
-        propertyValue: "([a-z0-9]{1,50}){1,20}q",
+        propertyValue: "([a-z0-9]{1,30}){1,10}q",
       },
     });
     let closed = 0;
@@ -665,4 +672,25 @@ Deno.test("openExport: the condition runs under timeoutMs and is cancelled on th
   } finally {
     await db.close();
   }
+});
+
+Deno.test("countMembers, segmentMembers: a stored date that time moved out of years 1 to 9999 is 502 upstream_error", async () => {
+  await withSeeded(async (sql) => {
+    // Valid when saved (now+7973y is 9999-11-21 at NOW); a year later it is in the year 10000.
+    const view = segment({
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.seen",
+        comparisonOperator: "lessThan",
+        propertyValueDateExpr: "now+7973y",
+      },
+    });
+    assert.equal(await countMembers(sql, view, NOW, 100), 0);
+    const later = new Date(NOW.getTime() + 366 * 86_400_000);
+    const is502 = (err: unknown) =>
+      err instanceof DomainError && toHttpError(err).status === 502 &&
+      /years 1 to 9999/.test(err.message);
+    await assert.rejects(countMembers(sql, view, later, 100), is502);
+    await assert.rejects(segmentMembers(sql, view, { limit: 10, now: later }), is502);
+  });
 });

@@ -98,16 +98,51 @@ Deno.test("toHttpError: a database that is down, restarting or out of time is a 
   assert.match(toHttpError({ code: "57014" }).message, /time budget/);
 });
 
-Deno.test("toHttpError: a value PostgreSQL refuses (class 22) is a 400 naming the problem", () => {
-  const refused = Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), {
-    code: "22021",
-  });
-  const mapped = toHttpError(refused);
-  assert.equal(mapped.status, 400);
-  assert.equal(mapped.code, "bad_request");
-  assert.match(mapped.message, /invalid byte sequence/);
+// PostgreSQL's messages for values it refuses, as a segment or a query could once reach them.
+const _REFUSED: [string, string][] = [
+  ["22021", 'invalid byte sequence for encoding "UTF8": 0x00'],
+  ["2201B", "invalid regular expression: regular expression is too complex"],
+  ["22008", 'date/time field value out of range: "0000-12-31T23:00:00.000Z"'],
+  ["22009", 'time zone displacement out of range: "+010000-01-01T00:00:00.000Z"'],
+  ["22003", "numeric field overflow"],
+  ["22P02", 'invalid input syntax for type integer: "x"'],
+  ["22012", "division by zero"],
+  ["23514", 'new row for relation "profiles" violates check constraint "profiles_scope_check"'],
+  ["54000", 'index row size 9000 exceeds btree version 4 maximum 2704 for index "x"'],
+];
+
+Deno.test("toHttpError: a value PostgreSQL refuses is a 400 with a generic message, never the database's", () => {
+  for (const [code, message] of _REFUSED) {
+    const mapped = toHttpError(Object.assign(new Error(message), { code }));
+    assert.equal(mapped.status, 400, code);
+    assert.equal(mapped.code, "bad_request", code);
+    assert.equal(
+      mapped.message,
+      "A value cannot be stored or compared; check the request's values",
+    );
+    assert.ok(!mapped.message.includes(message), code);
+  }
   // Other SQLSTATEs stay opaque.
   assert.equal(toHttpError({ code: "42P01" }).status, 500);
+});
+
+Deno.test("onError: the database's message for a refused value goes to the log only", async () => {
+  for (const [code, message] of _REFUSED) {
+    const app = throwingApp(() => Object.assign(new Error(message), { code }));
+    let text = "";
+    const logged = await captureErrors(async () => {
+      const res = await app.request("/boom");
+      assert.equal(res.status, 400);
+      text = await res.text();
+    });
+    assert.ok(!text.includes(message), text);
+    assert.ok(!/PostgreSQL|SQLSTATE|relation|regular expression|out of range/i.test(text), text);
+    assert.equal(logged.length, 1, code);
+    const entry = JSON.parse(logged[0]!);
+    assert.equal(entry.level, "warn");
+    assert.equal(entry.sqlstate, code);
+    assert.equal(entry.error, message);
+  }
 });
 
 Deno.test("onError: writes exactly error and error_description, and copies the headers", async () => {
