@@ -306,7 +306,9 @@ async function main(): Promise<number> {
         if (status !== 200) other("/cdp/customers", status);
         else {
           load.records++;
-          if (JSON.parse(body).profile.segments_unknown.length > 0) load.recordsWithUnknown++;
+          if ((JSON.parse(body).profile.segments_unknown ?? []).length > 0) {
+            load.recordsWithUnknown++;
+          }
         }
       }
     })(),
