@@ -131,8 +131,8 @@ export async function customerRecord(
       id: profile.itemId,
       provenance: profile.provenance,
       identity: identityOf(profile.properties),
-      segments: memberships!.member,
-      segments_unknown: memberships!.unknown,
+      segments: memberships?.member ?? [],
+      segments_unknown: memberships?.unknown ?? [],
       behavior: {
         nb_of_visits: (profile.properties.nbOfVisits as number | undefined) ?? null,
         first_visit: (profile.properties.firstVisit as string | undefined) ?? null,

@@ -28,6 +28,8 @@ export type ReadRelease = () => void;
 export interface ReadBudget {
   permit(): ReadRelease | null;
   timeoutMs: number;
+  /** Milliseconds of a monotonic clock (`performance.now` by default). */
+  clock?: () => number;
 }
 
 /** A segment as the API shows it. */
@@ -257,11 +259,12 @@ export async function segmentsOfProfile(
       }
     }
     pending.sort((a, b) => a.cost - b.cost || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const deadline = performance.now() + budget.timeoutMs;
+    const clock = budget.clock ?? (() => performance.now());
+    const deadline = clock() + budget.timeoutMs;
     let batch = pending.length;
     let failures = 0;
     while (pending.length > 0 && failures < _MEMBERSHIP_FAILURES) {
-      const remaining = Math.floor(deadline - performance.now());
+      const remaining = Math.floor(deadline - clock());
       if (remaining < 1) break;
       const arms = pending.slice(0, batch);
       const decided = new Map<number, boolean>();
@@ -294,7 +297,7 @@ export async function segmentsOfProfile(
           if (decided.get(k)) member.add(arms[k]!.id);
           k += 1;
         }
-        unknown.add(arms[Math.min(k, arms.length - 1)]!.id);
+        if (k < arms.length) unknown.add(arms[k]!.id);
         pending.splice(0, Math.min(k + 1, arms.length));
       }
     }
@@ -337,12 +340,13 @@ export async function countSegments(
       if (!permit) break;
       permits.push(permit);
     }
-    const deadline = performance.now() + options.budget.timeoutMs;
+    const clock = options.budget.clock ?? (() => performance.now());
+    const deadline = clock() + options.budget.timeoutMs;
     let next = 0;
     const worker = async () => {
       while (next < segments.length) {
         const i = next++;
-        const remaining = Math.floor(deadline - performance.now());
+        const remaining = Math.floor(deadline - clock());
         if (remaining < 1) return;
         try {
           counts[i] = await withQueryBudget(

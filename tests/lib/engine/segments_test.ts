@@ -842,6 +842,66 @@ Deno.test("segmentsOfProfile: a segment past the time budget is unknown, the che
   });
 });
 
+Deno.test("segmentsOfProfile: a spent budget leaves the segments unknown without running them", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "all", MATCH_ALL);
+    // A clock that has moved past the budget by the time the first statement would start.
+    let time = 0;
+    const budget = { ...recordedBudget(1, 100), clock: () => (time += 200) };
+    const sent = await statements(sql, async () => {
+      assert.deepEqual(await segmentsOfProfile(sql, A, "p01", NOW, budget), {
+        member: [],
+        unknown: [segmentId(A, "all"), segmentId(A, "emails")],
+      });
+    });
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 0);
+    assert.equal(budget.held(), 0);
+    // And a dashboard's counts likewise.
+    const views = [{ ...segment(MATCH_ALL), id: "s0" }];
+    time = 0;
+    assert.deepEqual(
+      await countSegments(sql, views, {
+        now: NOW,
+        cap: 100,
+        budget: { ...recordedBudget(1, 100), clock: () => (time += 200) },
+      }),
+      [null],
+    );
+  });
+});
+
+Deno.test("segmentsOfProfile: more bound values than one statement carries go in several, every segment decided", async () => {
+  await withSeeded(async (sql) => {
+    // 120 segments of 190 comparisons each: about 70,000 bound values, past the protocol's 65,535.
+    const wide = (n: number) => ({
+      type: "booleanCondition",
+      parameterValues: {
+        operator: "or",
+        subConditions: Array.from({ length: 190 }, (_, i) => ({
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "properties.email",
+            comparisonOperator: "equals",
+            propertyValue: i === 0 && n % 2 === 0 ? "p01@a.example" : `nobody${n}_${i}@x`,
+          },
+        })),
+      },
+    });
+    for (let n = 0; n < 120; n++) await store(sql, `w${String(n).padStart(3, "0")}`, wide(n));
+    let result: Awaited<ReturnType<typeof segmentsOfProfile>> | undefined;
+    const sent = await statements(sql, async () => {
+      result = await segmentsOfProfile(sql, A, "p01", NOW, recordedBudget(1, 60_000));
+    });
+    assert.deepEqual(result!.unknown, []);
+    assert.deepEqual(
+      result!.member,
+      Array.from({ length: 60 }, (_, i) => segmentId(A, `w${String(2 * i).padStart(3, "0")}`)),
+    );
+    assert.ok(sent.filter((text) => /\bprofiles\b/.test(text)).length >= 2);
+  });
+});
+
 Deno.test("countSegments: counts on the free permits only, never more at once; none free, none counted", async () => {
   await withSeeded(async (sql) => {
     const views = [olderThan(18), HAS_EMAIL, NOTHING, MATCH_ALL, olderThan(45)].map((raw, i) => ({
