@@ -208,7 +208,11 @@ async function readPass(sql: Sql, brandId: string, scope: string): Promise<Row[]
       iterations: ITERATIONS,
       ours: async () => {
         const resolved = await resolveCustomer(sql, brand, email);
-        return await customerRecord(sql, brand, email, resolved!, NOW);
+        // The service's budget: a permit of the brand's share (free here) and QUERY_TIMEOUT_MS.
+        return await customerRecord(sql, brand, email, resolved!, NOW, {
+          permit: () => () => {},
+          timeoutMs: 5000,
+        });
       },
       floor: async () => {
         const [p] = await sql`

@@ -172,13 +172,13 @@ export function createApp(
   app.route("/", ingestRoutes(deps, { queueCommit }));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));
-  // One brand's heavy reads (export, members, query API) take at most half the pool.
+  // One brand's heavy reads (every read evaluating its conditions) take at most half the pool.
   const heavyReads = createBrandConcurrency(deps.sql.options.max);
   app.route("/", segmentRoutes(deps, { heavyReads }));
   app.route("/", queryRoutes(deps, { heavyReads }));
   app.route("/", commerceRoutes(deps));
   app.route("/", productRoutes(deps));
-  app.route("/", customerRoutes(deps));
+  app.route("/", customerRoutes(deps, { heavyReads }));
   app.route("/", webhookRoutes(deps));
   // Without ADMIN_TOKEN (or a command table) the operator API does not exist: its paths are 404
   // like any unknown one.

@@ -8,6 +8,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { requireCommerce, requireScope } from "../lib/http/auth.ts";
+import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { customerRecord, integrationsOf, resolveCustomer } from "../lib/commerce/customers.ts";
 import {
   atRiskCustomers,
@@ -69,6 +70,12 @@ const record = createRoute({
   path: "/cdp/customers/{identifier}",
   tags: ["Customers"],
   summary: "The unified customer record: profile, commerce, integrations, subscription",
+  description:
+    "`profile.segments` lists the ids of the brand's segments the profile belongs to. They are " +
+    "evaluated together by one statement on the brand's share of heavy reads, within " +
+    "QUERY_TIMEOUT_MS in all: a segment not decided (past the budget, its condition failing, or " +
+    "the brand's heavy reads at their share) is listed in `profile.segments_unknown` instead, " +
+    "and the record is still 200. A brand has at most 200 segments.",
   security: apiKeySecurity,
   request: { params: Identifier },
   responses: {
@@ -83,7 +90,8 @@ const record = createRoute({
           shopDomain: _SCOPE,
           shopifyCustomerId: "207119551",
         },
-        segments: [],
+        segments: ["seg__acme.myshopify.com__frequent_visitors"],
+        segments_unknown: [],
         behavior: {
           nb_of_visits: 1,
           first_visit: "2026-11-21T12:00:00.000Z",
@@ -323,8 +331,11 @@ const integrations = createRoute({
   },
 });
 
-/** Customers, insights and integrations, behind the commerce gate. */
-export function customerRoutes(deps: AppDeps) {
+/**
+ * Customers, insights and integrations, behind the commerce gate. The customer record's segment
+ * list is a heavy read, on the brand's share of `heavyReads`.
+ */
+export function customerRoutes(deps: AppDeps, options: { heavyReads: BrandConcurrency }) {
   const freshness = () => ({
     now: deps.now(),
     maxStalenessSeconds: deps.config.insightsMaxStalenessSeconds,
@@ -340,7 +351,14 @@ export function customerRoutes(deps: AppDeps) {
     .openapi(record, async (c) => {
       const identifier = c.req.valid("param").identifier;
       const { brand, resolved } = await resolve(c, identifier);
-      return c.json(await customerRecord(deps.sql, brand, identifier, resolved, deps.now()), 200);
+      const budget = {
+        permit: () => options.heavyReads.tryAcquire(brand.brandId),
+        timeoutMs: deps.config.queryTimeoutMs,
+      };
+      return c.json(
+        await customerRecord(deps.sql, brand, identifier, resolved, deps.now(), budget),
+        200,
+      );
     })
     .openapi(orders, async (c) => {
       const { brand, resolved } = await resolve(c, c.req.valid("param").identifier);

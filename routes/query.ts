@@ -7,7 +7,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { requireScope } from "../lib/http/auth.ts";
 import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
-import type { ItemType } from "../lib/engine/conditions.ts";
+import { type ItemType, MAX_CONDITION_PATTERNS } from "../lib/engine/conditions.ts";
 import { queryCondition } from "../lib/engine/caller_condition.ts";
 import { aggregate, countItems, METRICS, metrics, withQueryBudget } from "../lib/engine/queries.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -30,7 +30,9 @@ const PropertyParam = z.string().min(1).max(200).openapi({
 });
 const conditionField = z.unknown().optional().openapi({
   type: "object",
-  description: "A condition (docs/conditions.md); omit to cover the whole scope",
+  description: "A condition (docs/conditions.md; at most " +
+    `${MAX_CONDITION_PATTERNS} matchesRegex patterns, 400 invalid_condition past it); omit to ` +
+    "cover the whole scope",
 });
 const errors = errorResponses(400, 401, 403, 404, 405, 429, 502, 503);
 

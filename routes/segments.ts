@@ -10,10 +10,12 @@ import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/http/cursors.ts";
 import { withQueryBudget } from "../lib/engine/queries.ts";
 import { scopedCondition } from "../lib/engine/caller_condition.ts";
+import { MAX_CONDITION_PATTERNS } from "../lib/engine/conditions.ts";
 import {
   createSegment,
   getSegment,
   listSegments,
+  MAX_SEGMENTS_PER_BRAND,
   membersPage,
   openExport,
   segmentId,
@@ -99,7 +101,11 @@ const text = () =>
   z.string().refine(storableText, "must not contain a NUL character or an unpaired surrogate");
 // Conditions are validated by the condition compiler (JSON paths, invalid_condition), so the
 // body schema only takes it as a value.
-const conditionField = z.unknown().openapi({ type: "object", description: "A condition tree" });
+const conditionField = z.unknown().openapi({
+  type: "object",
+  description: "A condition tree (docs/conditions.md): depth 10, 200 nodes, at most " +
+    `${MAX_CONDITION_PATTERNS} matchesRegex patterns (400 invalid_condition past a limit)`,
+});
 
 const define = createRoute({
   operationId: "defineSegment",
@@ -107,6 +113,10 @@ const define = createRoute({
   path: "/cdp/segments",
   tags: ["Segments"],
   summary: "Define a segment (the brand's scope predicate is AND-injected)",
+  description: `A brand defines at most ${MAX_SEGMENTS_PER_BRAND} segments: past it, 400 ` +
+    "bad_request naming the limit (MAX_SEGMENTS_PER_BRAND); update one with PUT instead. Its " +
+    `condition holds at most ${MAX_CONDITION_PATTERNS} matchesRegex patterns ` +
+    "(MAX_CONDITION_PATTERNS, 400 invalid_condition past it).",
   security: apiKeySecurity,
   request: {
     body: {

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Sql } from "../store/db.ts";
-import { segmentsOfProfile } from "../engine/segments.ts";
+import { type ReadBudget, segmentsOfProfile } from "../engine/segments.ts";
 import { findProfile, identityOf, type ProfileView } from "../engine/profiles.ts";
 import { normalizeEmail, normalizePhone } from "./contacts.ts";
 import { money } from "./order_lines.ts";
@@ -107,15 +107,22 @@ async function _contactOfProfile(
     (phone ? await _contactBy(sql, brandId, "phone", phone) : null);
 }
 
-/** The unified customer record: profile, commerce, integrations, subscription. */
+/**
+ * The unified customer record: profile, commerce, integrations, subscription. The profile's
+ * segments are evaluated within `budget` (the brand's heavy-read share and time budget): those not
+ * decided are listed in `segments_unknown`, never an error.
+ */
 export async function customerRecord(
   sql: Sql,
   brand: { brandId: string; scope: string },
   identifier: string,
   resolved: ResolvedCustomer,
   now: Date,
+  budget: ReadBudget,
 ) {
   const profile = resolved.profile;
+  const memberships = profile &&
+    await segmentsOfProfile(sql, brand.scope, profile.itemId, now, budget);
   return {
     identifier,
     matched_by: resolved.matchedBy,
@@ -124,7 +131,8 @@ export async function customerRecord(
       id: profile.itemId,
       provenance: profile.provenance,
       identity: identityOf(profile.properties),
-      segments: await _segmentsOf(sql, brand.scope, profile.itemId, now),
+      segments: memberships?.member ?? [],
+      segments_unknown: memberships?.unknown ?? [],
       behavior: {
         nb_of_visits: (profile.properties.nbOfVisits as number | undefined) ?? null,
         first_visit: (profile.properties.firstVisit as string | undefined) ?? null,
@@ -135,16 +143,6 @@ export async function customerRecord(
     integrations: await integrationsOf(sql, brand.brandId),
     subscription: await subscriptionSummary(sql, resolved.contactId),
   };
-}
-
-/** The brand's segments the profile belongs to, by id. */
-async function _segmentsOf(
-  sql: Sql,
-  scope: string,
-  profileId: string,
-  now: Date,
-): Promise<string[]> {
-  return await segmentsOfProfile(sql, scope, profileId, now);
 }
 
 /** Spend over completed orders: totals, count, average, first and last. */

@@ -7,17 +7,34 @@
 import { DomainError } from "../errors.ts";
 import {
   type Condition,
+  conditionCost,
   injectScopePredicate,
   type ItemType,
+  MAX_CONDITION_PATTERNS,
   parseCondition,
   stripScopePredicates,
 } from "./conditions.ts";
 
 /**
+ * Refuses a tree with more matchesRegex patterns than {@linkcode MAX_CONDITION_PATTERNS}: 400
+ * `invalid_condition` naming the limit.
+ */
+function _assertPatterns(condition: Condition, path: string): void {
+  const { patterns } = conditionCost(condition);
+  if (patterns > MAX_CONDITION_PATTERNS) {
+    throw new DomainError(
+      "invalid_condition",
+      `invalid condition: ${path}: has ${patterns} matchesRegex patterns; a condition may hold ` +
+        `at most ${MAX_CONDITION_PATTERNS} (MAX_CONDITION_PATTERNS)`,
+    );
+  }
+}
+
+/**
  * Prepares a caller's segment condition for storage: strip every scope predicate (a foreign
  * one too), validate what remains against the public vocabulary, then AND-inject the brand's.
  * The result is validated as the compiler will (limits included), so a stored segment always
- * compiles.
+ * compiles; it holds at most {@linkcode MAX_CONDITION_PATTERNS} matchesRegex patterns.
  */
 export function scopedCondition(raw: unknown, scope: string, path = "$.condition"): Condition {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
@@ -30,16 +47,15 @@ export function scopedCondition(raw: unknown, scope: string, path = "$.condition
       "condition is empty once the scope predicate is removed",
     );
   }
-  const condition = injectScopePredicate(
-    parseCondition(stripped, { itemType: "profile", root: path, scopeInjected: true }),
-    scope,
-  );
+  const parsed = parseCondition(stripped, { itemType: "profile", root: path, scopeInjected: true });
+  _assertPatterns(parsed, path);
+  const condition = injectScopePredicate(parsed, scope);
   return parseCondition(condition, { itemType: "profile", root: path, allowScope: true });
 }
 
 /**
  * Prepares a caller's query condition (absent: the whole scope): validate it (scope references
- * refused) and, for profiles, AND-inject the same scope predicate segments carry.
+ * refused, at most {@linkcode MAX_CONDITION_PATTERNS} patterns) and, for profiles, AND-inject the same scope predicate segments carry.
  */
 export function queryCondition(
   raw: unknown,
@@ -50,5 +66,6 @@ export function queryCondition(
   const condition = raw === undefined
     ? null
     : parseCondition(raw, { itemType, root: path, scopeInjected: itemType === "profile" });
+  if (condition) _assertPatterns(condition, path);
   return itemType === "profile" ? injectScopePredicate(condition, scope) : condition;
 }

@@ -41,7 +41,7 @@
  * - Every compiled fragment is a plain boolean: never SQL NULL, so `not` is exact.
  *
  * The modules under `conditions/` hold the sections (vocabulary, properties, dates, values,
- * regex, validation, normalization, scope predicates, compilation); import them through this module. See
+ * regex, validation, normalization, scope predicates, compilation, evaluation cost); import them through this module. See
  * docs/conditions.md for the language.
  *
  * @module
@@ -71,3 +71,4 @@ export { dateText, integerValue, numberValue } from "./conditions/values.ts";
 export { parseCondition, validateCondition } from "./conditions/validation.ts";
 export { injectScopePredicate, scopePredicate, stripScopePredicates } from "./conditions/scope.ts";
 export { compileCondition, type CompileOptions } from "./conditions/compile.ts";
+export { type ConditionCost, conditionCost, MAX_CONDITION_PATTERNS } from "./conditions/cost.ts";

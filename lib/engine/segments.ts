@@ -4,12 +4,33 @@
  *
  * @module
  */
-import type { Sql } from "../store/db.ts";
+import { databaseFailure, type Sql } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
-import { compileCondition, type Condition } from "./conditions.ts";
+import { compileCondition, type Condition, conditionCost, type SqlFragment } from "./conditions.ts";
 import { exportFieldsSql, exportLine, exportLineSql, type ExportRow } from "./export_lines.ts";
 import { identityOf, type ProfileView, profileView } from "./profiles.ts";
-import { evaluationError } from "./queries.ts";
+import { evaluationError, withQueryBudget } from "./queries.ts";
+
+/**
+ * Segments one brand may define. The customer record evaluates all of them for its profile, and
+ * the dashboard counts them, so their number bounds what one brand's reads can ask.
+ */
+export const MAX_SEGMENTS_PER_BRAND = 200;
+
+/** Gives a heavy-read permit back; calling it again does nothing. */
+export type ReadRelease = () => void;
+
+/**
+ * How a brand's condition-evaluating read may use the database: a permit of the brand's share of
+ * the pool (null when the share is taken: the read is refused, never queued) and the time it may
+ * take in all.
+ */
+export interface ReadBudget {
+  permit(): ReadRelease | null;
+  timeoutMs: number;
+  /** Milliseconds of a monotonic clock (`performance.now` by default). */
+  clock?: () => number;
+}
 
 /** A segment as the API shows it. */
 export interface SegmentView {
@@ -35,7 +56,10 @@ export function segmentId(scope: string, keyOrName: string): string {
   return `seg__${scope}__${slug}`;
 }
 
-/** Stores a new segment; `conflict` when its id exists. */
+/**
+ * Stores a new segment; `conflict` when its id exists, `invalid_input` naming the limit when the
+ * scope already has {@linkcode MAX_SEGMENTS_PER_BRAND}.
+ */
 export async function createSegment(
   sql: Sql,
   input: {
@@ -47,15 +71,30 @@ export async function createSegment(
     now: Date;
   },
 ): Promise<SegmentView> {
-  const inserted = await _persisting(() =>
-    sql`
-    insert into segments (scope, id, name, description, condition, created_at, updated_at)
-    values (${input.scope}, ${input.id}, ${input.name}, ${input.description ?? null},
-            ${JSON.stringify(input.condition)}::text::json, ${input.now}, ${input.now})
-    on conflict (scope, id) do nothing
-    returning id`
+  const outcome = await _persisting(() =>
+    sql.begin(async (tx) => {
+      // Concurrent definitions of one scope take turns, so none slips past the cap.
+      await tx`select pg_advisory_xact_lock(${_SEGMENTS_LOCK}, hashtext(${input.scope}))`;
+      const [count] = await tx<{ n: number }[]>`
+        select count(*)::int as n from segments where scope = ${input.scope}`;
+      if (count!.n >= MAX_SEGMENTS_PER_BRAND) return "full" as const;
+      const inserted = await tx`
+        insert into segments (scope, id, name, description, condition, created_at, updated_at)
+        values (${input.scope}, ${input.id}, ${input.name}, ${input.description ?? null},
+                ${JSON.stringify(input.condition)}::text::json, ${input.now}, ${input.now})
+        on conflict (scope, id) do nothing
+        returning id`;
+      return inserted.count === 0 ? "taken" as const : "stored" as const;
+    })
   );
-  if (inserted.count === 0) {
+  if (outcome === "full") {
+    throw new DomainError(
+      "invalid_input",
+      `a brand may define at most ${MAX_SEGMENTS_PER_BRAND} segments ` +
+        "(MAX_SEGMENTS_PER_BRAND); update an existing segment with PUT instead",
+    );
+  }
+  if (outcome === "taken") {
     throw new DomainError("conflict", `segment ${input.id} exists; update it with PUT`);
   }
   return _view(input.scope, { ...input, description: input.description ?? null });
@@ -67,6 +106,9 @@ export async function getSegment(sql: Sql, scope: string, id: string): Promise<S
     select id, name, description, condition from segments where scope = ${scope} and id = ${id}`;
   return row ? _view(scope, row) : null;
 }
+
+/** The first key of the advisory lock that serializes one scope's segment definitions. */
+const _SEGMENTS_LOCK = 0x5e6;
 
 /** Updates a segment's condition (and name/description when given); null when absent. */
 export async function updateSegment(
@@ -167,31 +209,165 @@ export async function membersPage(
   return { list, more, totalSize, identities };
 }
 
-/** The ids of the scope's segments a profile belongs to, in id order. */
+/** A profile's segments: those it belongs to, and those that could not be decided. */
+export interface Memberships {
+  /** The ids of the segments the profile belongs to, in id order. */
+  member: string[];
+  /**
+   * The ids of the segments not decided within the budget, in id order: past the time budget, a
+   * failure of their condition, or the brand's heavy-read share taken.
+   */
+  unknown: string[];
+}
+
+/**
+ * The scope's segments a profile belongs to, all evaluated by one statement (a row per segment,
+ * read as it comes) on one permit of the brand's share and within `budget.timeoutMs` in all.
+ * Segments without patterns or probes of other tables go first, so a slow one leaves the cheap
+ * ones decided. A segment whose evaluation fails (a data error, the time budget) is unknown, as
+ * are those after it in that statement; on a failure the rest get another statement while budget
+ * remains, at most {@linkcode _MEMBERSHIP_FAILURES} in all. Only a database outage is thrown.
+ */
 export async function segmentsOfProfile(
   sql: Sql,
   scope: string,
   profileId: string,
   now: Date,
-): Promise<string[]> {
+  budget: ReadBudget,
+): Promise<Memberships> {
   const segments = await sql<{ id: string; condition: Condition }[]>`
     select id, condition from segments where scope = ${scope} order by id`;
-  const member: string[] = [];
-  for (const segment of segments) {
-    const [row] = await sql`
-      select 1 from profiles p
-      where p.scope = ${scope} and p.item_id = ${profileId}
-        and ${
-      compileCondition(sql, segment.condition, {
-        itemType: "profile",
-        now,
-        scope,
-        single: true,
-      })
-    }`;
-    if (row) member.push(segment.id);
+  if (segments.length === 0) return { member: [], unknown: [] };
+  const release = budget.permit();
+  if (!release) return { member: [], unknown: segments.map((s) => s.id) };
+  const member = new Set<string>();
+  const unknown = new Set<string>();
+  try {
+    const pending: { id: string; holds: SqlFragment; cost: number }[] = [];
+    for (const segment of segments) {
+      try {
+        const holds = compileCondition(sql, segment.condition, {
+          itemType: "profile",
+          now,
+          scope,
+          single: true,
+        });
+        pending.push({ id: segment.id, holds, cost: _evaluationCost(segment.condition) });
+      } catch {
+        // A stored tree the compiler no longer takes: that segment alone is undecided.
+        unknown.add(segment.id);
+      }
+    }
+    pending.sort((a, b) => a.cost - b.cost || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const clock = budget.clock ?? (() => performance.now());
+    const deadline = clock() + budget.timeoutMs;
+    let batch = pending.length;
+    let failures = 0;
+    while (pending.length > 0 && failures < _MEMBERSHIP_FAILURES) {
+      const remaining = Math.floor(deadline - clock());
+      if (remaining < 1) break;
+      const arms = pending.slice(0, batch);
+      const decided = new Map<number, boolean>();
+      try {
+        await withQueryBudget(sql, remaining, async (tx) => {
+          const union = arms.map((arm, k) => tx`select ${k}::int as k, ${arm.holds} as member`)
+            .reduce((acc, arm) => tx`${acc} union all ${arm}`);
+          // Rows are taken as they arrive: those sent before a failure stay decided.
+          await tx<{ k: number; member: boolean }[]>`
+            select m.k, m.member from profiles p cross join lateral (${union}) m
+            where p.scope = ${scope} and p.item_id = ${profileId}`
+            .forEach((row) => void decided.set(row.k, row.member));
+        });
+        // Every arm decided (no row at all: the profile is gone, and belongs to nothing).
+        arms.forEach((arm, k) => decided.get(k) && member.add(arm.id));
+        pending.splice(0, arms.length);
+      } catch (err) {
+        const cause = err instanceof DomainError ? err.cause : err;
+        if ((cause as { code?: unknown })?.code === "MAX_PARAMETERS_EXCEEDED" && arms.length > 1) {
+          // More bound values than one statement carries: fewer segments per statement.
+          batch = Math.ceil(arms.length / 2);
+          continue;
+        }
+        const failure = databaseFailure(cause);
+        if (failure === "unreachable" || failure === "lost") throw err;
+        failures += 1;
+        // Arms run in order: the first without a row is the one that failed.
+        let k = 0;
+        while (decided.has(k)) {
+          if (decided.get(k)) member.add(arms[k]!.id);
+          k += 1;
+        }
+        if (k < arms.length) unknown.add(arms[k]!.id);
+        pending.splice(0, Math.min(k + 1, arms.length));
+      }
+    }
+    for (const left of pending) unknown.add(left.id);
+  } finally {
+    release();
   }
-  return member;
+  return {
+    member: segments.filter((s) => member.has(s.id)).map((s) => s.id),
+    unknown: segments.filter((s) => unknown.has(s.id)).map((s) => s.id),
+  };
+}
+
+/** Statements a profile's segments may fail in before the rest are left unknown. */
+const _MEMBERSHIP_FAILURES = 3;
+
+/** Orders segments for evaluation: regex patterns weigh most, then probes, then size. */
+function _evaluationCost(condition: Condition): number {
+  const cost = conditionCost(condition);
+  return cost.patterns * 1_000_000 + cost.probes * 1_000 + cost.nodes;
+}
+
+/**
+ * Member counts (up to `cap`) of the given segments, null for a count not made: the counts run
+ * on as many permits of the brand's share as it has free (none free: every count is null), each
+ * permit one connection counting one segment after another, each count a statement within what
+ * remains of `budget.timeoutMs`; a count past it or failing (a data error) is null. Only a
+ * database outage is thrown.
+ */
+export async function countSegments(
+  sql: Sql,
+  segments: SegmentView[],
+  options: { now: Date; cap: number; budget: ReadBudget },
+): Promise<(number | null)[]> {
+  const counts: (number | null)[] = segments.map(() => null);
+  const permits: ReadRelease[] = [];
+  try {
+    while (permits.length < segments.length) {
+      const permit = options.budget.permit();
+      if (!permit) break;
+      permits.push(permit);
+    }
+    const clock = options.budget.clock ?? (() => performance.now());
+    const deadline = clock() + options.budget.timeoutMs;
+    let next = 0;
+    const worker = async () => {
+      while (next < segments.length) {
+        const i = next++;
+        const remaining = Math.floor(deadline - clock());
+        if (remaining < 1) return;
+        try {
+          counts[i] = await withQueryBudget(
+            sql,
+            remaining,
+            (tx) => countMembers(tx, segments[i]!, options.now, options.cap),
+          );
+        } catch (err) {
+          const failure = databaseFailure(err instanceof DomainError ? err.cause : err);
+          if (failure === "unreachable" || failure === "lost") throw err;
+        }
+      }
+    };
+    // Every worker ends before its permit is given back, a failing one included.
+    const outcomes = await Promise.allSettled(permits.map(worker));
+    const failed = outcomes.find((o) => o.status === "rejected");
+    if (failed) throw failed.reason;
+  } finally {
+    for (const release of permits) release();
+  }
+  return counts;
 }
 
 /**

@@ -1,13 +1,15 @@
 /**
- * One brand's share of the database pool for heavy reads (export, members, the query API).
+ * One brand's share of the database pool for heavy reads: every read that evaluates the brand's
+ * conditions (segment export and members, the query API, the dashboard's segment pages and
+ * member counts, the customer record's segment list).
  *
  * @module
  */
 /**
- * An in-process bound on one brand's heavy reads (segment export and members, the query API):
- * each holds a database connection for as long as its SQL runs, or, for an export, until its
- * body is read, so one brand alone could otherwise take the whole pool and stall every other
- * brand's requests. Per process: each service process has its own pool.
+ * An in-process bound on one brand's heavy reads: each holds a database connection for as long as
+ * its SQL runs, or, for an export, until its body is read, so one brand alone could otherwise take
+ * the whole pool and stall every other brand's requests. Per process: each service process has its
+ * own pool.
  */
 import { HttpError } from "./errors.ts";
 
@@ -64,6 +66,10 @@ export interface BrandConcurrency {
   readonly limit: number;
   /** A permit for one heavy read of `brandId`; 429 `rate_limited` with Retry-After past the bound. */
   acquire(brandId: string): Release;
+  /** A permit for one heavy read of `brandId`, or null past the bound (never waits). */
+  tryAcquire(brandId: string): Release | null;
+  /** How many permits `brandId` holds now. */
+  held(brandId: string): number;
   /** Runs `fn` holding a permit of `brandId`. */
   run<T>(brandId: string, fn: () => Promise<T>): Promise<T>;
 }
@@ -81,14 +87,16 @@ export function createBrandConcurrency(poolMax: number): BrandConcurrency {
     throw new HttpError(
       429,
       "rate_limited",
-      `at most ${semaphore.limit} heavy reads (export, members, query) of one brand run at ` +
-        "once; retry when one has finished",
+      `at most ${semaphore.limit} heavy reads (export, members, query, segment counts) of one ` +
+        "brand run at once; retry when one has finished",
       { headers: { "Retry-After": "1" } },
     );
   };
   return {
     limit: semaphore.limit,
     acquire,
+    tryAcquire: (brandId) => semaphore.tryAcquire(brandId),
+    held: (brandId) => semaphore.held(brandId),
     async run(brandId, fn) {
       const release = acquire(brandId);
       try {

@@ -183,24 +183,38 @@ export function appPageRoutes(
       if (!identifier || identifier.length > 320) {
         throw new HttpError(400, "bad_request", "Enter an email, phone or customer id.");
       }
-      return c.html(await customerPage(deps, c.get("page"), { scope, identifier }));
+      return c.html(
+        await customerPage(deps, c.get("page"), {
+          scope,
+          identifier,
+          heavyReads: options.heavyReads,
+        }),
+      );
     })
     .get("/app/customers/:identifier", session, async (c) => {
       const scope = requireCommerce(c);
       const identifier = c.req.param("identifier");
       if (identifier.length > 320) throw new HttpError(400, "bad_request", "identifier too long");
-      return c.html(await customerPage(deps, c.get("page"), { scope, identifier }));
+      return c.html(
+        await customerPage(deps, c.get("page"), {
+          scope,
+          identifier,
+          heavyReads: options.heavyReads,
+        }),
+      );
     })
     .get("/app/segments", session, async (c) => {
       const scope = requireScope(c);
       const offset = offsetOf(c.req.query("offset"));
-      return c.html(await segmentsPage(deps, c.get("page"), { scope, offset }));
+      return c.html(
+        await segmentsPage(deps, c.get("page"), { scope, offset, heavyReads: options.heavyReads }),
+      );
     })
     .get("/app/segments/:id", session, async (c) => {
       const scope = requireScope(c);
       const segment = await getSegment(deps.sql, scope, c.req.param("id"));
       if (!segment) throw new HttpError(404, "not_found", "Segment not found");
-      return c.html(await segmentPage(deps, c.get("page"), segment));
+      return c.html(await segmentPage(deps, c.get("page"), segment, options.heavyReads));
     })
     .get("/app/segments/:id/export", session, async (c) => {
       const scope = requireScope(c);

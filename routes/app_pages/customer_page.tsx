@@ -5,6 +5,7 @@
  * @module
  */
 import type { AppDeps } from "../../lib/http/app_env.ts";
+import type { BrandConcurrency } from "../../lib/http/brand_concurrency.ts";
 import { customerRecord, resolveCustomer } from "../../lib/commerce/customers.ts";
 import { customerInsights } from "../../lib/commerce/insights.ts";
 import { listOrders } from "../../lib/commerce/reads.ts";
@@ -15,11 +16,15 @@ import type { PageContext } from "./page_context.ts";
 /** Orders listed on the page (newest first), as the API's first page of that size. */
 export const CUSTOMER_ORDERS = 20;
 
-/** Renders the customer the identifier resolves to; 404 when neither store knows it. */
+/**
+ * Renders the customer the identifier resolves to; 404 when neither store knows it. Its segments
+ * are evaluated as the API's record evaluates them (on the brand's share of `heavyReads`, within
+ * the time budget); those not decided are listed as unknown.
+ */
 export async function customerPage(
   deps: AppDeps,
   page: PageContext,
-  input: { scope: string; identifier: string },
+  input: { scope: string; identifier: string; heavyReads: BrandConcurrency },
 ) {
   const brand = { brandId: page.brand.brandId, scope: input.scope };
   const now = deps.now();
@@ -27,7 +32,10 @@ export async function customerPage(
   if (!resolved) throw new HttpError(404, "not_found", "Customer not found");
   const freshness = { now, maxStalenessSeconds: deps.config.insightsMaxStalenessSeconds };
   const [record, insights, orders] = await Promise.all([
-    customerRecord(deps.sql, brand, input.identifier, resolved, now),
+    customerRecord(deps.sql, brand, input.identifier, resolved, now, {
+      permit: () => input.heavyReads.tryAcquire(brand.brandId),
+      timeoutMs: deps.config.queryTimeoutMs,
+    }),
     customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness),
     listOrders(deps.sql, brand.brandId, { contactId: resolved.contactId }, {
       limit: CUSTOMER_ORDERS,
@@ -135,7 +143,12 @@ export async function customerPage(
               ["Visits", String(record.profile?.behavior.nb_of_visits ?? "-")],
               ["Last visit", record.profile?.behavior.last_visit ?? "-"],
               ["Subscription", record.subscription.status],
-              ["Segments", record.profile?.segments.length ? "" : "none"],
+              [
+                "Segments",
+                record.profile?.segments.length || record.profile?.segments_unknown.length
+                  ? ""
+                  : "none",
+              ],
             ]}
           />
           <ul data-list="segments">
@@ -145,6 +158,23 @@ export async function customerPage(
               </li>
             ))}
           </ul>
+          {record.profile?.segments_unknown.length
+            ? (
+              <>
+                <p class="subdued">
+                  Not decided in time, or while the brand's other heavy reads held its share (reload
+                  to evaluate again):
+                </p>
+                <ul data-list="segments-unknown">
+                  {record.profile.segments_unknown.map((id) => (
+                    <li>
+                      <a href={page.link(`/app/segments/${encodeURIComponent(id)}`)}>{id}</a>
+                    </li>
+                  ))}
+                </ul>
+              </>
+            )
+            : null}
         </Card>
       </div>
     </Layout>

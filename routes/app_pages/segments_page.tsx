@@ -6,10 +6,11 @@
  * @module
  */
 import type { AppDeps } from "../../lib/http/app_env.ts";
+import type { BrandConcurrency } from "../../lib/http/brand_concurrency.ts";
 import type { Condition } from "../../lib/engine/conditions.ts";
 import { withQueryBudget } from "../../lib/engine/queries.ts";
 import {
-  countMembers,
+  countSegments,
   listSegments,
   membersPage,
   type SegmentView,
@@ -25,28 +26,44 @@ export const SEGMENT_MEMBERS = 20;
 /** Member counts stop here, as the members API's `totalSize` does. */
 export const MEMBER_COUNT_CAP = OFFSET_WINDOW + 1;
 
-/** Renders the brand's segments with their member counts. */
+/** What the list shows for a count not made (past the budget, failed, or the share taken). */
+export const UNKNOWN_COUNT = "—";
+
+/**
+ * Renders the brand's segments with their member counts. The counts are heavy reads: they run on
+ * the brand's free permits of `heavyReads` only, within QUERY_TIMEOUT_MS in all, and a count not
+ * made shows {@linkcode UNKNOWN_COUNT}; the page itself is never refused for them.
+ */
 export async function segmentsPage(
   deps: AppDeps,
   page: PageContext,
-  input: { scope: string; offset: number },
+  input: { scope: string; offset: number; heavyReads: BrandConcurrency },
 ) {
   const now = deps.now();
   const segments = await listSegments(deps.sql, input.scope, {
     limit: SEGMENTS_PAGE,
     offset: input.offset,
   });
-  const counts = await Promise.all(segments.list.map((segment) =>
-    withQueryBudget(
-      deps.sql,
-      deps.config.queryTimeoutMs,
-      (sql) => countMembers(sql, segment, now, MEMBER_COUNT_CAP),
-    )
-  ));
+  const brandId = page.brand.brandId;
+  const counts = await countSegments(deps.sql, segments.list, {
+    now,
+    cap: MEMBER_COUNT_CAP,
+    budget: {
+      permit: () => input.heavyReads.tryAcquire(brandId),
+      timeoutMs: deps.config.queryTimeoutMs,
+    },
+  });
+  const unknown = counts.some((n) => n === null);
   return (
     <Layout title="Segments" page={page} active="segments">
       <h1>Segments</h1>
       <p class="subdued">{segments.total} segments. Defined through POST /cdp/segments.</p>
+      {unknown && (
+        <p class="subdued" data-note="unknown-counts">
+          {UNKNOWN_COUNT}: not counted in time, or while the brand's other heavy reads (exports,
+          members, queries) held its share; reload to count again.
+        </p>
+      )}
       <div class="grid">
         <Card title="Segments" id="segments">
           <DataTable
@@ -58,7 +75,7 @@ export async function segmentsPage(
                 {segment.name}
               </a>,
               <span class="mono">{segment.id}</span>,
-              _count(counts[i]!),
+              _count(counts[i] ?? null),
             ])}
           />
           <div class="pager">
@@ -83,19 +100,28 @@ export async function segmentsPage(
   );
 }
 
-/** Renders one segment: its condition, member count, first members and export link. */
-export async function segmentPage(deps: AppDeps, page: PageContext, segment: SegmentView) {
-  const members = await withQueryBudget(
-    deps.sql,
-    deps.config.queryTimeoutMs,
-    (sql) =>
-      membersPage(sql, segment, {
-        limit: SEGMENT_MEMBERS,
-        offset: 0,
-        now: deps.now(),
-        cap: MEMBER_COUNT_CAP,
-      }),
-  );
+/**
+ * Renders one segment: its condition, member count, first members and export link. Its members
+ * are a heavy read on the brand's share of `heavyReads` (429 past it), as the members API's.
+ */
+export async function segmentPage(
+  deps: AppDeps,
+  page: PageContext,
+  segment: SegmentView,
+  heavyReads: BrandConcurrency,
+) {
+  const members = await heavyReads.run(page.brand.brandId, () =>
+    withQueryBudget(
+      deps.sql,
+      deps.config.queryTimeoutMs,
+      (sql) =>
+        membersPage(sql, segment, {
+          limit: SEGMENT_MEMBERS,
+          offset: 0,
+          now: deps.now(),
+          cap: MEMBER_COUNT_CAP,
+        }),
+    ));
   return (
     <Layout title={segment.name} page={page} active="segments">
       <h1>{segment.name}</h1>
@@ -140,7 +166,8 @@ export async function segmentPage(deps: AppDeps, page: PageContext, segment: Seg
   );
 }
 
-function _count(n: number): string {
+function _count(n: number | null): string {
+  if (n === null) return UNKNOWN_COUNT;
   return n >= MEMBER_COUNT_CAP ? `${OFFSET_WINDOW}+` : String(n);
 }
 

@@ -4,7 +4,8 @@ import { OrderLineSchema, SubscriptionLineSchema } from "../../lib/commerce/orde
 import { upsertOrder } from "../../lib/commerce/orders.ts";
 import { upsertSubscription } from "../../lib/commerce/subscriptions.ts";
 import { RFM_TIER_MAP, rfmTier } from "../../lib/commerce/insights.ts";
-import { errorBody, type TestContext, withContext } from "../test_support.ts";
+import { DATABASE_URL, errorBody, type TestContext, withContext } from "../test_support.ts";
+import { slowPatterns } from "../fixtures/slow_patterns.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
 const newId = monotonicFactory();
@@ -424,3 +425,106 @@ Deno.test("integrations: id, integration_id, is_enabled, status, connected_at on
     assert.equal(body.list[0].status, "connected");
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// The record's segment list: one heavy read on the brand's share, within the time budget
+
+const hasEmail = {
+  type: "profilePropertyCondition",
+  parameterValues: { propertyName: "properties.email", comparisonOperator: "exists" },
+};
+const everyone = { type: "matchAllCondition", parameterValues: {} };
+const regex = (pattern: string) => ({
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.email",
+    comparisonOperator: "matchesRegex",
+    propertyValue: pattern,
+  },
+});
+
+/** A brand with Bob's profile and the given segments; returns their ids by key. */
+async function withSegments(ctx: TestContext, segments: Record<string, unknown>) {
+  const a = await ctx.seedBrand();
+  await ctx.deps.engine.applyEvents({
+    scope: a.scope!,
+    source: "server",
+    receivedAt: ctx.clock.now().toISOString(),
+    events: [{
+      id: newId(),
+      eventType: "updateProperties",
+      profileId: "bob",
+      properties: { update: { "properties.email": "bob@example.com" } },
+    }],
+  });
+  const ids: Record<string, string> = {};
+  for (const [key, condition] of Object.entries(segments)) {
+    const res = await ctx.request("/cdp/segments", a.key, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: key, key, condition }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    ids[key] = (await res.json()).id;
+  }
+  return { a, ids };
+}
+
+Deno.test("customer record: its segments run on the brand's heavy-read share; with the share taken they are unknown, the record 200", async () => {
+  await withContext(async (ctx) => {
+    const { a, ids } = await withSegments(ctx, { all: everyone, emails: hasEmail });
+    // The test pool has 4 connections: 2 heavy reads per brand. An export holds its permit until
+    // its body is read.
+    const exports = [
+      await ctx.request(`/cdp/segments/${ids.all}/export`, a.key),
+      await ctx.request(`/cdp/segments/${ids.all}/export`, a.key),
+    ];
+    assert.deepEqual(exports.map((r) => r.status), [200, 200]);
+    const busy = await get(ctx, a.key, "/cdp/customers/bob");
+    assert.deepEqual(busy.profile.segments, []);
+    assert.deepEqual(busy.profile.segments_unknown, [ids.all, ids.emails]);
+    for (const res of exports) await res.text();
+    const free = await get(ctx, a.key, "/cdp/customers/bob");
+    assert.deepEqual(free.profile.segments, [ids.all, ids.emails]);
+    assert.deepEqual(free.profile.segments_unknown, []);
+  });
+});
+
+Deno.test("customer record: a segment that cannot run is unknown, never a 400 with the database's message", async () => {
+  await withContext(async (ctx) => {
+    const { a, ids } = await withSegments(ctx, {
+      emails: hasEmail,
+      // Valid for the validator, too complex for Postgres.
+      complex: regex("((a?){99}){99}"),
+      bob: regex("bob@.*"),
+    });
+    const res = await ctx.request("/cdp/customers/bob", a.key);
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    assert.doesNotMatch(text, /regular expression/i);
+    const record = JSON.parse(text);
+    assert.deepEqual(record.profile.segments, [ids.bob, ids.emails]);
+    assert.deepEqual(record.profile.segments_unknown, [ids.complex]);
+  });
+});
+
+Deno.test(
+  "customer record: a segment past QUERY_TIMEOUT_MS is unknown, the cheap ones decided, the record 200",
+  {
+    // PGlite runs in this thread and does not enforce statement_timeout: nothing can interrupt it.
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    await withContext(async (ctx) => {
+      // Its 20 distinct patterns take many times the budget of 100 ms to compile.
+      const { a, ids } = await withSegments(ctx, {
+        all: everyone,
+        emails: hasEmail,
+        slow: slowPatterns(20),
+      });
+      const record = await get(ctx, a.key, "/cdp/customers/bob");
+      assert.deepEqual(record.profile.segments, [ids.all, ids.emails]);
+      assert.deepEqual(record.profile.segments_unknown, [ids.slow]);
+    }, { QUERY_TIMEOUT_MS: "100" });
+  },
+);

@@ -759,3 +759,56 @@ Deno.test("segments: conditions that validate and then failed on PostgreSQL are 
     }
   });
 });
+
+Deno.test("limits: at most 200 segments per brand and 20 matchesRegex patterns per condition, each a 400 naming its limit", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seed(ctx);
+    const patterns = (n: number) => ({
+      type: "booleanCondition",
+      parameterValues: {
+        operator: "or",
+        subConditions: Array.from({ length: n }, (_, i) => regex(`p${i}@.*`)),
+      },
+    });
+    const ok = await post(ctx, a.key, "/cdp/segments", { name: "Twenty", condition: patterns(20) });
+    assert.equal(ok.status, 200);
+    const { id } = await ok.json();
+    const over = [
+      await post(ctx, a.key, "/cdp/segments", { name: "Too many", condition: patterns(21) }),
+      await put(ctx, a.key, `/cdp/segments/${id}`, { condition: patterns(21) }),
+      await post(ctx, a.key, "/cdp/query/profile/count", { condition: patterns(21) }),
+      await post(ctx, a.key, "/cdp/query/profile/count", {
+        condition: { type: "notCondition", parameterValues: { subCondition: patterns(21) } },
+      }),
+    ];
+    for (const res of over) {
+      assert.equal(res.status, 400, res.url);
+      const body = await errorBody(res);
+      assert.equal(body.error, "invalid_condition");
+      assert.match(body.error_description, /\$\.condition: has 21 matchesRegex patterns/);
+      assert.match(body.error_description, /at most 20 \(MAX_CONDITION_PATTERNS\)/);
+    }
+    // 200 segments: the brand's first 199 written directly, the 200th through the API.
+    await ctx.sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      select ${a.scope!}, 'seg__' || ${a.scope!}::text || '__n' || n, 'n' || n,
+             ${JSON.stringify(hasEmail)}::text::json, now(), now()
+      from generate_series(1, 198) as n`;
+    const last = await post(ctx, a.key, "/cdp/segments", { name: "Last", condition: hasEmail });
+    assert.equal(last.status, 200);
+    const full = await post(ctx, a.key, "/cdp/segments", { name: "One more", condition: hasEmail });
+    assert.equal(full.status, 400);
+    const body = await errorBody(full);
+    assert.equal(body.error, "bad_request");
+    assert.match(body.error_description, /at most 200 segments \(MAX_SEGMENTS_PER_BRAND\)/);
+    // Updates still work, and another brand has its own 200.
+    assert.equal(
+      (await put(ctx, a.key, `/cdp/segments/${id}`, { condition: hasEmail })).status,
+      200,
+    );
+    assert.equal(
+      (await post(ctx, b.key, "/cdp/segments", { name: "Mine", condition: hasEmail })).status,
+      200,
+    );
+  });
+});

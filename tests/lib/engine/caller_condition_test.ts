@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { scopePredicate } from "../../../lib/engine/conditions.ts";
+import { MAX_CONDITION_PATTERNS, scopePredicate } from "../../../lib/engine/conditions.ts";
+import { DomainError } from "../../../lib/errors.ts";
 import { queryCondition, scopedCondition } from "../../../lib/engine/caller_condition.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
 
@@ -61,4 +62,38 @@ Deno.test("queryCondition: a caller's scope reference is refused, not stripped",
     () => queryCondition(FOREIGN_SCOPE, "profile", A),
     isStatus(400, "invalid_condition"),
   );
+});
+
+Deno.test("scopedCondition, queryCondition: at most MAX_CONDITION_PATTERNS matchesRegex patterns", () => {
+  const patterns = (n: number) => ({
+    type: "booleanCondition",
+    parameterValues: {
+      operator: "or",
+      subConditions: Array.from({ length: n }, (_, i) => ({
+        type: "profilePropertyCondition",
+        parameterValues: {
+          propertyName: "properties.email",
+          comparisonOperator: "matchesRegex",
+          propertyValue: `p${i}@.*`,
+        },
+      })),
+    },
+  });
+  const scope = "acme.myshopify.com";
+  assert.ok(scopedCondition(patterns(MAX_CONDITION_PATTERNS), scope));
+  assert.ok(queryCondition(patterns(MAX_CONDITION_PATTERNS), "profile", scope));
+  for (
+    const prepare of [
+      () => scopedCondition(patterns(MAX_CONDITION_PATTERNS + 1), scope),
+      () => queryCondition(patterns(MAX_CONDITION_PATTERNS + 1), "profile", scope),
+    ]
+  ) {
+    assert.throws(
+      prepare,
+      (err: unknown) =>
+        err instanceof DomainError && err.kind === "invalid_condition" &&
+        err.message.includes(`has ${MAX_CONDITION_PATTERNS + 1} matchesRegex patterns`) &&
+        err.message.includes("MAX_CONDITION_PATTERNS"),
+    );
+  }
 });

@@ -3,13 +3,17 @@ import type { Sql } from "../../../lib/store/db.ts";
 import { countItems } from "../../../lib/engine/queries.ts";
 import {
   countMembers,
+  countSegments,
   createSegment,
   getSegment,
   listSegments,
+  MAX_SEGMENTS_PER_BRAND,
   openExport,
   openFullExport,
+  type ReadBudget,
   segmentId,
   segmentMembers,
+  segmentsOfProfile,
   type SegmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
@@ -18,6 +22,7 @@ import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
+import { slowPatterns } from "../../fixtures/slow_patterns.ts";
 
 const A = "acme.myshopify.com";
 const B = "other.myshopify.com";
@@ -692,5 +697,304 @@ Deno.test("countMembers, segmentMembers: a stored date that time moved out of ye
       /years 1 to 9999/.test(err.message);
     await assert.rejects(countMembers(sql, view, later, 100), is502);
     await assert.rejects(segmentMembers(sql, view, { limit: 10, now: later }), is502);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// segmentsOfProfile, countSegments, the cap on segments
+
+/** A budget of `limit` permits that records how many were ever held at once. */
+function recordedBudget(limit: number, timeoutMs = 5000) {
+  let held = 0;
+  const budget: ReadBudget & { maxHeld: number; taken: number } = {
+    maxHeld: 0,
+    taken: 0,
+    timeoutMs,
+    permit() {
+      if (held >= limit) return null;
+      held += 1;
+      budget.taken += 1;
+      budget.maxHeld = Math.max(budget.maxHeld, held);
+      let released = false;
+      return () => {
+        if (!released) held -= 1;
+        released = true;
+      };
+    },
+  };
+  return Object.assign(budget, { held: () => held });
+}
+
+async function store(sql: Sql, key: string, raw: unknown): Promise<SegmentView> {
+  return await createSegment(sql, {
+    scope: A,
+    id: segmentId(A, key),
+    name: key,
+    condition: scopedCondition(raw, A),
+    now: NOW,
+  });
+}
+
+/** The statements `sql` sends while `fn` runs (postgres.js reads its debug option per query). */
+async function statements(sql: Sql, fn: () => Promise<void>): Promise<string[]> {
+  const sent: string[] = [];
+  const options = sql.options as { debug?: unknown };
+  const before = options.debug;
+  options.debug = (_id: number, text: string) => void sent.push(text);
+  try {
+    await fn();
+  } finally {
+    options.debug = before;
+  }
+  return sent;
+}
+
+Deno.test("segmentsOfProfile: one statement decides every segment of the brand, on one permit", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "adults", olderThan(18));
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "nobody", NOTHING);
+    await store(sql, "all", MATCH_ALL);
+    await store(sql, "ordered", {
+      type: "pastEventCondition",
+      parameterValues: {
+        eventCondition: {
+          type: "eventTypeCondition",
+          parameterValues: { eventTypeId: "order_created" },
+        },
+      },
+    });
+    await store(sql, "regex", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "p0[1-3]@a\\.example",
+      },
+    });
+    const budget = recordedBudget(1);
+    let result: Awaited<ReturnType<typeof segmentsOfProfile>> | undefined;
+    const sent = await statements(sql, async () => {
+      result = await segmentsOfProfile(sql, A, "p01", NOW, budget);
+    });
+    const id = (key: string) => segmentId(A, key);
+    assert.deepEqual(result, {
+      member: [id("all"), id("emails"), id("ordered"), id("regex")],
+      unknown: [],
+    });
+    // The list of segments, then one statement for all six conditions: none per segment.
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 1);
+    assert.equal(budget.taken, 1);
+    assert.equal(budget.held(), 0);
+    // p02 belongs to fewer, decided the same way.
+    assert.deepEqual(await segmentsOfProfile(sql, A, "p02", NOW, recordedBudget(1)), {
+      member: [id("adults"), id("all")],
+      unknown: [],
+    });
+  });
+});
+
+Deno.test("segmentsOfProfile: a segment that fails is unknown, the others decided; without a permit all are unknown", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "emails", HAS_EMAIL);
+    // Valid for the validator, too complex for Postgres: it fails when it runs.
+    await store(sql, "r1_complex", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "((a?){99}){99}",
+      },
+    });
+    // Evaluated after the failing one, in a statement of its own.
+    await store(sql, "r2_plain", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "p01@.*",
+      },
+    });
+    // A stored tree the compiler refuses (written before a rule changed): never run.
+    await sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      values (${A}, ${segmentId(A, "r0_refused")}, 'refused',
+              ${
+      JSON.stringify({
+        type: "profilePropertyCondition",
+        parameterValues: {
+          propertyName: "properties.email",
+          comparisonOperator: "matchesRegex",
+          propertyValue: "(",
+        },
+      })
+    }::text::json, now(), now())`;
+    const id = (key: string) => segmentId(A, key);
+    const budget = recordedBudget(1);
+    assert.deepEqual(await segmentsOfProfile(sql, A, "p01", NOW, budget), {
+      member: [id("emails"), id("r2_plain")],
+      unknown: [id("r0_refused"), id("r1_complex")],
+    });
+    assert.equal(budget.held(), 0);
+    // The brand's share taken: nothing is evaluated, every segment is unknown.
+    const sent = await statements(sql, async () => {
+      assert.deepEqual(await segmentsOfProfile(sql, A, "p01", NOW, recordedBudget(0)), {
+        member: [],
+        unknown: [id("emails"), id("r0_refused"), id("r1_complex"), id("r2_plain")],
+      });
+    });
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 0);
+  });
+});
+
+Deno.test("segmentsOfProfile: a segment past the time budget is unknown, the cheap ones decided", {
+  // PGlite runs in this thread and does not enforce statement_timeout: nothing can interrupt it.
+  ignore: !DATABASE_URL,
+}, async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "all", MATCH_ALL);
+    // Compiling its 20 patterns takes many times the budget of 100 ms.
+    await store(sql, "a_slow", slowPatterns(20));
+    const budget = recordedBudget(1, 100);
+    assert.deepEqual(await segmentsOfProfile(sql, A, "p01", NOW, budget), {
+      member: [segmentId(A, "all"), segmentId(A, "emails")],
+      unknown: [segmentId(A, "a_slow")],
+    });
+    assert.equal(budget.held(), 0);
+    // The server stopped the statement: nothing of this database is still running.
+    const [running] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and state <> 'idle' and pid <> pg_backend_pid()`;
+    assert.equal(running!.n, 0);
+  });
+});
+
+Deno.test("segmentsOfProfile: a spent budget leaves the segments unknown without running them", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "all", MATCH_ALL);
+    // A clock that has moved past the budget by the time the first statement would start.
+    let time = 0;
+    const budget = { ...recordedBudget(1, 100), clock: () => (time += 200) };
+    const sent = await statements(sql, async () => {
+      assert.deepEqual(await segmentsOfProfile(sql, A, "p01", NOW, budget), {
+        member: [],
+        unknown: [segmentId(A, "all"), segmentId(A, "emails")],
+      });
+    });
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 0);
+    assert.equal(budget.held(), 0);
+    // And a dashboard's counts likewise.
+    const views = [{ ...segment(MATCH_ALL), id: "s0" }];
+    time = 0;
+    assert.deepEqual(
+      await countSegments(sql, views, {
+        now: NOW,
+        cap: 100,
+        budget: { ...recordedBudget(1, 100), clock: () => (time += 200) },
+      }),
+      [null],
+    );
+  });
+});
+
+Deno.test("segmentsOfProfile: more bound values than one statement carries go in several, every segment decided", async () => {
+  await withSeeded(async (sql) => {
+    // 120 segments of 190 comparisons each: about 70,000 bound values, past the protocol's 65,535.
+    const wide = (n: number) => ({
+      type: "booleanCondition",
+      parameterValues: {
+        operator: "or",
+        subConditions: Array.from({ length: 190 }, (_, i) => ({
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "properties.email",
+            comparisonOperator: "equals",
+            propertyValue: i === 0 && n % 2 === 0 ? "p01@a.example" : `nobody${n}_${i}@x`,
+          },
+        })),
+      },
+    });
+    for (let n = 0; n < 120; n++) await store(sql, `w${String(n).padStart(3, "0")}`, wide(n));
+    let result: Awaited<ReturnType<typeof segmentsOfProfile>> | undefined;
+    const sent = await statements(sql, async () => {
+      result = await segmentsOfProfile(sql, A, "p01", NOW, recordedBudget(1, 60_000));
+    });
+    assert.deepEqual(result!.unknown, []);
+    assert.deepEqual(
+      result!.member,
+      Array.from({ length: 60 }, (_, i) => segmentId(A, `w${String(2 * i).padStart(3, "0")}`)),
+    );
+    assert.ok(sent.filter((text) => /\bprofiles\b/.test(text)).length >= 2);
+  });
+});
+
+Deno.test("countSegments: counts on the free permits only, never more at once; none free, none counted", async () => {
+  await withSeeded(async (sql) => {
+    const views = [olderThan(18), HAS_EMAIL, NOTHING, MATCH_ALL, olderThan(45)].map((raw, i) => ({
+      ...segment(raw),
+      id: `s${i}`,
+    }));
+    const budget = recordedBudget(2);
+    const counts = await countSegments(sql, views, { now: NOW, cap: 100, budget });
+    assert.deepEqual(counts, [5, 4, 0, 7, 2]);
+    assert.equal(budget.maxHeld, 2);
+    assert.equal(budget.held(), 0);
+    const none = await countSegments(sql, views, { now: NOW, cap: 100, budget: recordedBudget(0) });
+    assert.deepEqual(none, [null, null, null, null, null]);
+    // A count that fails is null; the others are made.
+    const failing = { ...segment(MATCH_ALL), id: "bad" };
+    failing.condition = scopedCondition({
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "((a?){99}){99}",
+      },
+    }, A);
+    assert.deepEqual(
+      await countSegments(sql, [failing, views[3]!], {
+        now: NOW,
+        cap: 100,
+        budget: recordedBudget(1),
+      }),
+      [null, 7],
+    );
+  });
+});
+
+Deno.test("createSegment: at most MAX_SEGMENTS_PER_BRAND per brand, a 400 naming the limit", async () => {
+  await withSeeded(async (sql) => {
+    await sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      select ${A}, 'seg__' || ${A}::text || '__n' || n, 'n' || n, '{}'::json, now(), now()
+      from generate_series(1, ${MAX_SEGMENTS_PER_BRAND - 1}) as n`;
+    await store(sql, "last", HAS_EMAIL);
+    const refused = await store(sql, "one_more", HAS_EMAIL).then(() => null, (err) => err);
+    assert.ok(refused instanceof DomainError, String(refused));
+    assert.equal(toHttpError(refused).status, 400);
+    assert.match(refused.message, new RegExp(`at most ${MAX_SEGMENTS_PER_BRAND} segments`));
+    assert.match(refused.message, /MAX_SEGMENTS_PER_BRAND/);
+    // Another brand is not counted against it; an update is not a definition.
+    await createSegment(sql, {
+      scope: B,
+      id: segmentId(B, "mine"),
+      name: "mine",
+      condition: scopedCondition(HAS_EMAIL, B),
+      now: NOW,
+    });
+    assert.ok(
+      await updateSegment(sql, {
+        scope: A,
+        id: segmentId(A, "last"),
+        condition: scopedCondition(MATCH_ALL, A),
+        now: NOW,
+      }),
+    );
+    const [row] = await sql<
+      { n: number }[]
+    >`select count(*)::int as n from segments where scope = ${A}`;
+    assert.equal(row!.n, MAX_SEGMENTS_PER_BRAND);
   });
 });

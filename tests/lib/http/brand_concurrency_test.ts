@@ -67,3 +67,18 @@ Deno.test("createBrandConcurrency: past the bound 429 rate_limited with Retry-Af
   second();
   bound.acquire("brand_a")();
 });
+
+Deno.test("createBrandConcurrency: tryAcquire shares the bound with acquire and refuses with null", () => {
+  const bound = createBrandConcurrency(4);
+  const first = bound.tryAcquire("brand_a")!;
+  const second = bound.acquire("brand_a");
+  assert.equal(bound.held("brand_a"), 2);
+  assert.equal(bound.tryAcquire("brand_a"), null);
+  assert.throws(() => bound.acquire("brand_a"), HttpError);
+  assert.ok(bound.tryAcquire("brand_b"));
+  first();
+  first();
+  assert.equal(bound.held("brand_a"), 1);
+  second();
+  assert.equal(bound.held("brand_a"), 0);
+});

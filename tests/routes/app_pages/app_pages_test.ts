@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { bumpBrandVersion } from "../../../lib/tenancy/brands.ts";
 import { newShopSyncState } from "../../../lib/shopify/shop_sync.ts";
 import { shopSyncStateKey } from "../../../lib/store/kv_keys.ts";
-import { type TestContext, withContext } from "../../test_support.ts";
+import { DATABASE_URL, eventually, type TestContext, withContext } from "../../test_support.ts";
 import { APP_ENV, openDashboard, seedDashboard, sessionToken } from "./dashboard_fixture.ts";
 import { chartSvg, hiddenValue, statValue, tableRows, textOf } from "./page_html.ts";
 
@@ -466,3 +466,110 @@ Deno.test("health page: the last backfill is the brand's latest shop sync", asyn
     assert.match(body, /1200 orders, 300 customers, 2400 line items, 0 rejected/);
   }, APP_ENV);
 });
+
+/** Resolves with `promise`, or rejects once `ms` have passed (a hang fails the test). */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+const defineSegment = async (ctx: TestContext, key: string, name: string, condition: unknown) => {
+  const res = await ctx.request("/cdp/segments", key, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ name, condition }),
+  });
+  assert.equal(res.status, 200);
+  return (await res.json()).id as string;
+};
+
+Deno.test("segments and customer pages: their condition reads run on the brand's heavy-read share; with it taken, counts show — and segments are unknown", async () => {
+  await withContext(async (ctx) => {
+    const { a, segmentId } = await seedDashboard(ctx);
+    const s = await openDashboard(ctx, a.scope!);
+    // The test pool has 4 connections: 2 heavy reads per brand. An export holds its permit until
+    // its body is read.
+    const exports = [
+      await ctx.request(`/cdp/segments/${segmentId}/export`, a.key),
+      await ctx.request(`/cdp/segments/${segmentId}/export`, a.key),
+    ];
+    assert.deepEqual(exports.map((r) => r.status), [200, 200]);
+    const list = await html(ctx, "/app/segments", s);
+    assert.deepEqual(tableRows(list, "segments"), [["Has email", segmentId, "—"]]);
+    assert.match(list, /data-note="unknown-counts"/);
+    const one = await page(ctx, `/app/segments/${encodeURIComponent(segmentId)}`, s);
+    assert.equal(one.status, 429);
+    assert.match(await one.text(), /data-error="429"/);
+    const customer = await html(ctx, "/app/customers/c4%40example.com", s);
+    assert.match(customer, new RegExp(`data-list="segments-unknown">[\\s\\S]*?${segmentId}`));
+    for (const res of exports) await res.text();
+    // The share given back, the same pages count again.
+    assert.deepEqual(tableRows(await html(ctx, "/app/segments", s), "segments"), [[
+      "Has email",
+      segmentId,
+      "12",
+    ]]);
+    assert.doesNotMatch(await html(ctx, "/app/segments", s), /data-note="unknown-counts"/);
+  }, APP_ENV);
+});
+
+Deno.test(
+  "segments page: one brand's counts hold at most its share of the pool; another brand reads meanwhile",
+  {
+    // Counting another session's lock waits needs a server: PGlite runs one session.
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    await withContext(async (ctx) => {
+      const { a, b } = await seedDashboard(ctx);
+      for (let i = 0; i < 6; i++) {
+        await defineSegment(ctx, a.key, `Visits ${i}`, {
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "properties.nbOfVisits",
+            comparisonOperator: "greaterThan",
+            propertyValueInteger: i,
+          },
+        });
+      }
+      const s = await openDashboard(ctx, a.scope!);
+      // Every count of A's page waits for this lock, holding its connection: how many connections
+      // the page takes at once is then plain to see (the test pool has 4; a brand's share is 2).
+      const holder = await ctx.sql.reserve();
+      let pageLoad: Promise<Response> | undefined;
+      try {
+        await holder`begin`;
+        await holder`lock table profiles in access exclusive mode`;
+        const waiting = async () => {
+          await holder`select pg_stat_clear_snapshot()`;
+          const [row] = await holder<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'
+            and pid <> pg_backend_pid()`;
+          return row!.n;
+        };
+        pageLoad = Promise.resolve(page(ctx, "/app/segments", s));
+        let most = 0;
+        await eventually(async () => {
+          most = Math.max(most, await waiting());
+          return most >= 2;
+        });
+        // A's page is in progress (7 counts to make); B's segment list answers meanwhile.
+        const listB = await within(ctx.request("/cdp/segments", b.key), 10_000, "B's segment list");
+        assert.equal(listB.status, 200);
+        assert.equal((await listB.json()).scope, b.scope);
+        most = Math.max(most, await waiting());
+        assert.equal(most, 2, "A's page held more connections than its share");
+      } finally {
+        await holder`rollback`;
+        holder.release();
+      }
+      const res = await pageLoad!;
+      assert.equal(res.status, 200);
+      assert.equal(tableRows(await res.text(), "segments").length, 7);
+    }, APP_ENV);
+  },
+);
