@@ -14,6 +14,7 @@ import { brandCommands } from "./brand_commands.ts";
 import { type Command, type CommandIo, type Commands, UsageError } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
 import { importCommands } from "./import_commands.ts";
+import { insightsCommands } from "./insights_commands.ts";
 import { segmentCommands } from "./segment_commands.ts";
 import { withProgress } from "./progress.ts";
 import { RemoteError, runRemote } from "./remote.ts";
@@ -26,6 +27,7 @@ export const COMMANDS: Commands = {
   ...importCommands,
   ...segmentCommands,
   ...shopCommands,
+  ...insightsCommands,
   ...deadLetterCommands,
   ...schemaCommands,
   ...appCommands,

@@ -138,3 +138,8 @@ export function shopSyncStateKey(brandId: string): Deno.KvKey {
 export function lastWebhookKey(shop: string): Deno.KvKey {
   return ["webhooks", "last", shop];
 }
+
+/** A brand's fitted predictive model and its validation (lib/commerce/predictions/). */
+export function predictionsKey(brandId: string): Deno.KvKey {
+  return ["predictions", brandId];
+}
