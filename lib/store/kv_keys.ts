@@ -143,3 +143,8 @@ export function lastWebhookKey(shop: string): Deno.KvKey {
 export function predictionsKey(brandId: string): Deno.KvKey {
   return ["predictions", brandId];
 }
+
+/** Set while a brand's predictions refit waits in the queue (value: when it was queued). */
+export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
+  return ["predictions_fit_queued", brandId];
+}

@@ -25,6 +25,8 @@ export interface PredictionDeps {
   kv: Deno.Kv;
   now: () => Date;
   settings: PredictionSettings;
+  /** How the CPU-bound fit runs; a worker of its own by default. */
+  runFit?: (request: FitRequest) => Promise<FitResult>;
 }
 
 /** The stored fit of a brand (KV value), as the predictions route shows it. */
@@ -98,6 +100,53 @@ function _ownMean(history: CustomerHistory): number {
   return history.totals.reduce((s, t) => s + t, 0) / history.totals.length;
 }
 
+/** What a fit reads: the histories, the cut-off day and the CLV discount rate. */
+export interface FitRequest {
+  histories: CustomerHistory[];
+  cutOffDay: number;
+  discountRate: number;
+}
+
+/** What a fit produces: the model, its validation and the predicted-CLV distribution. */
+export type FitResult = Pick<StoredPredictions, "model" | "validation" | "distribution">;
+
+/** Fits the models and counts the customers' predicted CLV per LTV bucket (pure, CPU-bound). */
+export function fitAndDistribute(request: FitRequest): FitResult {
+  const fit = fitBrandModel(request.histories, request.cutOffDay);
+  const counts = LTV_BUCKETS.map(() => 0);
+  const ownMeans = new Map(request.histories.map((h) => [h.customer, _ownMean(h)]));
+  for (const row of fit.rows) {
+    const clv = predictCustomer(fit.model, row, ownMeans.get(row.customer)!, request.discountRate)
+      .predicted_clv_365d;
+    const bucket = LTV_BUCKETS.findIndex((b) => clv >= b.min && (b.max === null || clv < b.max));
+    counts[Math.max(bucket, 0)]!++;
+  }
+  return {
+    model: fit.model,
+    validation: fit.validation,
+    distribution: LTV_BUCKETS.map((b, i) => ({ ...b, customer_count: counts[i]! })),
+  };
+}
+
+/**
+ * {@linkcode fitAndDistribute} in a worker of its own: a large brand's fit takes seconds of CPU,
+ * which the service's event loop (requests, the queue) must not wait behind.
+ */
+export function fitInWorker(request: FitRequest): Promise<FitResult> {
+  const worker = new Worker(new URL("./fit_worker.ts", import.meta.url), { type: "module" });
+  return new Promise<FitResult>((resolve, reject) => {
+    worker.onmessage = (event: MessageEvent<{ result?: FitResult; error?: string }>) => {
+      if (event.data.error !== undefined) reject(new Error(`fit failed: ${event.data.error}`));
+      else resolve(event.data.result!);
+    };
+    worker.onerror = (event) => {
+      event.preventDefault();
+      reject(new Error(`fit worker failed: ${event.message}`));
+    };
+    worker.postMessage(request);
+  }).finally(() => worker.terminate());
+}
+
 /**
  * Fits the brand's model as of today (UTC) from its completed orders and stores it; a brand
  * that does not meet the eligibility rules gets `insufficient_data` with its reasons instead.
@@ -125,28 +174,18 @@ export async function fitBrandPredictions(
       fit_ms: 0,
     };
   } else {
-    const fit = fitBrandModel(histories, cutOffDay);
-    const counts = LTV_BUCKETS.map(() => 0);
-    const ownMeans = new Map(histories.map((h) => [h.customer, _ownMean(h)]));
-    for (const row of fit.rows) {
-      const clv = predictCustomer(
-        fit.model,
-        row,
-        ownMeans.get(row.customer)!,
-        deps.settings.clvDiscountRate,
-      ).predicted_clv_365d;
-      const bucket = LTV_BUCKETS.findIndex((b) => clv >= b.min && (b.max === null || clv < b.max));
-      counts[Math.max(bucket, 0)]!++;
-    }
+    const fit = await (deps.runFit ?? fitInWorker)({
+      histories,
+      cutOffDay,
+      discountRate: deps.settings.clvDiscountRate,
+    });
     stored = {
       status: "ready",
       reasons: [],
       fitted_at: now.toISOString(),
       cut_off: dayText(cutOffDay),
       customers: histories.length,
-      model: fit.model,
-      validation: fit.validation,
-      distribution: LTV_BUCKETS.map((b, i) => ({ ...b, customer_count: counts[i]! })),
+      ...fit,
       fit_ms: 0,
     };
   }

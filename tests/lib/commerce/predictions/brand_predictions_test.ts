@@ -9,20 +9,11 @@ import {
   withPredictions,
 } from "../../../../lib/commerce/predictions/brand_predictions.ts";
 import { parseDay } from "../../../../lib/commerce/predictions/rfm_summary.ts";
-import { withBrandDatabase } from "../../../test_support.ts";
+import { withBrandDatabase, withKv } from "../../../test_support.ts";
 import { loadOrders, syntheticOrders } from "./order_fixture.ts";
 
 const NOW = new Date("2026-11-21T12:00:00Z");
 const settings = { minCustomers: 40, minHistoryDays: 180, clvDiscountRate: 0 };
-
-async function withKv(fn: (kv: Deno.Kv) => Promise<void>) {
-  const kv = await Deno.openKv(":memory:");
-  try {
-    await fn(kv);
-  } finally {
-    kv.close();
-  }
-}
 
 const order = (id: string, email: string, at: string, total: string, state = "complete") => ({
   external_id: id,
