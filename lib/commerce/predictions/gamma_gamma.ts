@@ -63,7 +63,8 @@ export function fitGammaGamma(rows: readonly SpendRow[]): GammaGammaParams | nul
     return -(sum / usable.length + qTerms);
   };
   const found = nelderMead(negative, [0, 0, Math.log(mean)], {
-    tolerance: 1e-11,
+    tolerance: 1e-10,
+    pointTolerance: 1e-6,
     maxIterations: 4_000,
   });
   return {

@@ -80,6 +80,11 @@ export function holdoutValidation(
   histories: readonly CustomerHistory[],
   cutOffDay: number,
 ): Validation | null {
+  return _holdout(histories, cutOffDay)?.validation ?? null;
+}
+
+/** The validation and the calibration fits it made. */
+function _holdout(histories: readonly CustomerHistory[], cutOffDay: number) {
   const cut = cutOffDay - HOLDOUT_DAYS;
   const calibration: { row: RfmRow; actual: number }[] = [];
   for (const history of histories) {
@@ -111,7 +116,7 @@ export function holdoutValidation(
   const mbgnbdError = error("predicted_mbgnbd");
   const selected: PurchaseModel = mbgnbdError < bgnbdError ? "mbgnbd" : "bgnbd";
   for (const g of groups) g.predicted = g[`predicted_${selected}`];
-  return {
+  const validation: Validation = {
     holdout_days: HOLDOUT_DAYS,
     holdout_from: dayText(cut + 1),
     predicted_repeat_orders: groups.reduce((sum, g) => sum + g.predicted, 0),
@@ -120,6 +125,7 @@ export function holdoutValidation(
     bgnbd_error: bgnbdError,
     mbgnbd_error: mbgnbdError,
   };
+  return { validation, bgnbd, mbgnbd };
 }
 
 /** The selected model of a validation: the smaller error, BG/NBD on a tie or without one. */
@@ -138,12 +144,14 @@ export interface BrandFit {
 /** Fits every model on the histories as of `cutOffDay` and validates the purchase models. */
 export function fitBrandModel(histories: readonly CustomerHistory[], cutOffDay: number): BrandFit {
   const rows = rfmSummary([...histories], cutOffDay);
-  const validation = holdoutValidation(histories, cutOffDay);
+  const holdout = _holdout(histories, cutOffDay);
+  const validation = holdout?.validation ?? null;
+  // The full-history fits start from the calibration fits: the same answer in fewer steps.
   return {
     model: {
       selected: selectedModel(validation),
-      bgnbd: fitPurchaseModel("bgnbd", rows).params,
-      mbgnbd: fitPurchaseModel("mbgnbd", rows).params,
+      bgnbd: fitPurchaseModel("bgnbd", rows, holdout?.bgnbd).params,
+      mbgnbd: fitPurchaseModel("mbgnbd", rows, holdout?.mbgnbd).params,
       gamma_gamma: fitGammaGamma(rows),
       time_unit: "day",
     },

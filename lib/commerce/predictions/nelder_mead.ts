@@ -17,8 +17,10 @@ export interface Minimum {
 export interface NelderMeadOptions {
   /** Initial simplex edge along each axis. */
   step?: number;
-  /** Stop when the simplex's values and points differ by less than this. */
+  /** Stop when the simplex's values differ by less than this (relative)... */
   tolerance?: number;
+  /** ...and its points by less than this along every axis. */
+  pointTolerance?: number;
   /** Iterations per run. */
   maxIterations?: number;
   /** Runs from the last best point (the first included). */
@@ -33,6 +35,7 @@ export function nelderMead(
 ): Minimum {
   const step = options.step ?? 0.5;
   const tolerance = options.tolerance ?? 1e-10;
+  const pointTolerance = options.pointTolerance ?? tolerance * 10;
   const maxIterations = options.maxIterations ?? 5_000;
   const restarts = options.restarts ?? 3;
   let evaluations = 0;
@@ -43,7 +46,15 @@ export function nelderMead(
   };
   let best = { point: [...start], value: evaluate(start) };
   for (let run = 0; run < restarts; run++) {
-    const result = _run(evaluate, best.point, best.value, step, tolerance, maxIterations);
+    const result = _run(
+      evaluate,
+      best.point,
+      best.value,
+      step,
+      tolerance,
+      pointTolerance,
+      maxIterations,
+    );
     const improved = result.value < best.value - tolerance * (1 + Math.abs(best.value));
     if (result.value <= best.value) best = result;
     if (!improved && run > 0) break;
@@ -57,6 +68,7 @@ function _run(
   startValue: number,
   step: number,
   tolerance: number,
+  pointTolerance: number,
   maxIterations: number,
 ) {
   const n = start.length;
@@ -79,7 +91,7 @@ function _run(
     for (const p of points) {
       for (let k = 0; k < n; k++) size = Math.max(size, Math.abs(p[k]! - points[bestIndex]![k]!));
     }
-    if (spread <= tolerance * (1 + Math.abs(values[bestIndex]!)) && size <= tolerance * 10) break;
+    if (spread <= tolerance * (1 + Math.abs(values[bestIndex]!)) && size <= pointTolerance) break;
     const centroid = new Array<number>(n).fill(0);
     for (const i of order.slice(0, n)) {
       for (let k = 0; k < n; k++) centroid[k]! += points[i]![k]! / n;

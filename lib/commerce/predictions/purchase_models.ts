@@ -29,23 +29,63 @@ export interface PurchaseRow {
   T: number;
 }
 
-/** Customers grouped by identical (x, t_x, T): the likelihood is evaluated once per group. */
-interface _Group {
-  x: number;
-  t_x: number;
-  T: number;
-  n: number;
+/**
+ * Customers grouped by identical (x, t_x, T), as columns: the likelihood is evaluated once per
+ * group, its log-gammas once per distinct x, and (times being whole days) ln(alpha + t) once per
+ * day count, so that one evaluation over a large brand stays a tight loop.
+ */
+interface _Groups {
+  size: number;
+  x: Float64Array;
+  t_x: Float64Array;
+  T: Float64Array;
+  n: Float64Array;
+  /** Index of the group's x in `distinctX`. */
+  xIndex: Int32Array;
+  distinctX: number[];
+  /** Every t_x and T is a whole number up to `maxTime`: ln(alpha + t) comes from a table. */
+  wholeTimes: boolean;
+  maxTime: number;
 }
 
-function _groups(rows: readonly PurchaseRow[]): _Group[] {
-  const byKey = new Map<string, _Group>();
-  for (const { x, t_x, T } of rows) {
-    const key = `${x}|${t_x}|${T}`;
-    const group = byKey.get(key);
-    if (group) group.n++;
-    else byKey.set(key, { x, t_x, T, n: 1 });
+function _groups(rows: readonly PurchaseRow[]): _Groups {
+  const byKey = new Map<string, number>();
+  const x: number[] = [];
+  const t_x: number[] = [];
+  const T: number[] = [];
+  const n: number[] = [];
+  for (const row of rows) {
+    const key = `${row.x}|${row.t_x}|${row.T}`;
+    const at = byKey.get(key);
+    if (at !== undefined) {
+      n[at]!++;
+      continue;
+    }
+    byKey.set(key, x.length);
+    x.push(row.x);
+    t_x.push(row.t_x);
+    T.push(row.T);
+    n.push(1);
   }
-  return [...byKey.values()];
+  const distinctX = [...new Set(x)].sort((a, b) => a - b);
+  const indexOfX = new Map(distinctX.map((v, i) => [v, i]));
+  let wholeTimes = true;
+  let maxTime = 0;
+  for (let i = 0; i < x.length; i++) {
+    if (!Number.isInteger(t_x[i]!) || !Number.isInteger(T[i]!) || t_x[i]! < 0) wholeTimes = false;
+    maxTime = Math.max(maxTime, T[i]!, t_x[i]!);
+  }
+  return {
+    size: x.length,
+    x: Float64Array.from(x),
+    t_x: Float64Array.from(t_x),
+    T: Float64Array.from(T),
+    n: Float64Array.from(n),
+    xIndex: Int32Array.from(x, (v) => indexOfX.get(v)!),
+    distinctX,
+    wholeTimes: wholeTimes && maxTime <= 1_000_000,
+    maxTime,
+  };
 }
 
 /** ln(e^u + e^v) without overflow. */
@@ -92,20 +132,47 @@ function _logLikelihood(
   return base + _logAddExp(stay, left);
 }
 
-/** The mean log-likelihood of the rows (grouped) under the parameters. */
+/** The mean log-likelihood of the grouped rows under the parameters. */
 function _meanLogLikelihood(
   model: PurchaseModel,
   params: PurchaseParams,
-  groups: readonly _Group[],
+  groups: _Groups,
   total: number,
 ): number {
   const { r, alpha, a, b } = params;
-  const xTerms = new Map<number, number>();
+  const shift = model === "mbgnbd" ? 1 : 0;
+  const logAlpha = Math.log(alpha);
+  const logA = Math.log(a);
+  // Per distinct x: the log-gamma terms and ln(a / (b + x − 1)) (MBG/NBD: b + x).
+  const xTerms = new Float64Array(groups.distinctX.length);
+  const leftTerms = new Float64Array(groups.distinctX.length);
+  for (let i = 0; i < groups.distinctX.length; i++) {
+    const x = groups.distinctX[i]!;
+    xTerms[i] = _xTerms(model, r, a, b, x) + r * logAlpha;
+    leftTerms[i] = logA - Math.log(b + x - 1 + shift);
+  }
+  let table: Float64Array | null = null;
+  if (groups.wholeTimes) {
+    table = new Float64Array(groups.maxTime + 1);
+    for (let d = 0; d <= groups.maxTime; d++) table[d] = Math.log(alpha + d);
+  }
+  const { x, t_x, T, n, xIndex } = groups;
   let sum = 0;
-  for (const g of groups) {
-    let terms = xTerms.get(g.x);
-    if (terms === undefined) xTerms.set(g.x, terms = _xTerms(model, r, a, b, g.x));
-    sum += g.n * _logLikelihood(model, r, alpha, a, b, g.x, g.t_x, g.T, terms);
+  for (let i = 0; i < groups.size; i++) {
+    const xi = x[i]!;
+    const k = xIndex[i]!;
+    const rx = r + xi;
+    const stay = -rx * (table ? table[T[i]!]! : Math.log(alpha + T[i]!));
+    let ll: number;
+    if (xi === 0 && shift === 0) {
+      ll = stay;
+    } else {
+      const left = leftTerms[k]! - rx * (table ? table[t_x[i]!]! : Math.log(alpha + t_x[i]!));
+      ll = stay > left
+        ? stay + Math.log1p(Math.exp(left - stay))
+        : left + Math.log1p(Math.exp(stay - left));
+    }
+    sum += n[i]! * (xTerms[k]! + ll);
   }
   return sum / total;
 }
@@ -117,13 +184,20 @@ export interface PurchaseFit {
 }
 
 /**
- * The maximum-likelihood parameters, by Nelder-Mead on the log-parameters from a fixed start
- * (r = a = b = 1, alpha = the mean T): deterministic for the same rows.
+ * The maximum-likelihood parameters, by Nelder-Mead on the log-parameters from `start`, by
+ * default r = a = b = 1 and alpha = the mean T: deterministic for the same rows and start.
  */
-export function fitPurchaseModel(model: PurchaseModel, rows: readonly PurchaseRow[]): PurchaseFit {
+export function fitPurchaseModel(
+  model: PurchaseModel,
+  rows: readonly PurchaseRow[],
+  start?: PurchaseParams,
+): PurchaseFit {
   if (rows.length === 0) throw new RangeError("no customers to fit");
   const groups = _groups(rows);
   const meanT = rows.reduce((s, row) => s + row.T, 0) / rows.length;
+  const from = start
+    ? [Math.log(start.r), Math.log(start.alpha), Math.log(start.a), Math.log(start.b)]
+    : [0, Math.log(Math.max(meanT, 1)), 0, 0];
   const unpack = (p: number[]): PurchaseParams => ({
     r: Math.exp(p[0]!),
     alpha: Math.exp(p[1]!),
@@ -132,8 +206,9 @@ export function fitPurchaseModel(model: PurchaseModel, rows: readonly PurchaseRo
   });
   const found = nelderMead(
     (p) => -_meanLogLikelihood(model, unpack(p), groups, rows.length),
-    [0, Math.log(Math.max(meanT, 1)), 0, 0],
-    { tolerance: 1e-11, maxIterations: 4_000 },
+    from,
+    // Far below the 1% the published estimates are checked to, at a quarter fewer evaluations.
+    { tolerance: 1e-10, pointTolerance: 1e-6, maxIterations: 4_000 },
   );
   return { params: unpack(found.point), logLikelihood: -found.value * rows.length };
 }
