@@ -39,6 +39,8 @@ export interface StoredPredictions {
   model: FittedModel | null;
   validation: Validation | null;
   distribution: { label: string; min: number; max: number | null; customer_count: number }[] | null;
+  /** The repeat buyers most likely gone (dashboard), see {@linkcode AT_RISK_STORED}. */
+  at_risk?: AtRiskPrediction[];
   /** Milliseconds the fit took (loading the orders included). */
   fit_ms: number;
 }
@@ -107,24 +109,61 @@ export interface FitRequest {
   discountRate: number;
 }
 
-/** What a fit produces: the model, its validation and the predicted-CLV distribution. */
-export type FitResult = Pick<StoredPredictions, "model" | "validation" | "distribution">;
+/** A customer of the stored at-risk list: her churn probability, LTV and predicted CLV. */
+export interface AtRiskPrediction {
+  customer: string;
+  churn_probability: number;
+  ltv: number;
+  predicted_clv_365d: number;
+}
+
+/**
+ * Repeat buyers kept in the stored at-risk list: ordered by churn probability (3 decimals), the
+ * most valuable (LTV) first among equals. One-time buyers are left out: under BG/NBD they are
+ * never at risk, and under MBG/NBD most of them would fill the list.
+ */
+export const AT_RISK_STORED = 50;
+
+/** What a fit produces: the model, its validation, the predicted-CLV distribution, the at-risk. */
+export type FitResult = Pick<
+  StoredPredictions,
+  "model" | "validation" | "distribution" | "at_risk"
+>;
 
 /** Fits the models and counts the customers' predicted CLV per LTV bucket (pure, CPU-bound). */
 export function fitAndDistribute(request: FitRequest): FitResult {
   const fit = fitBrandModel(request.histories, request.cutOffDay);
   const counts = LTV_BUCKETS.map(() => 0);
-  const ownMeans = new Map(request.histories.map((h) => [h.customer, _ownMean(h)]));
+  const byCustomer = new Map(request.histories.map((h) => [h.customer, h]));
+  const atRisk: AtRiskPrediction[] = [];
   for (const row of fit.rows) {
-    const clv = predictCustomer(fit.model, row, ownMeans.get(row.customer)!, request.discountRate)
-      .predicted_clv_365d;
+    const history = byCustomer.get(row.customer)!;
+    const p = predictCustomer(fit.model, row, _ownMean(history), request.discountRate);
+    const clv = p.predicted_clv_365d;
     const bucket = LTV_BUCKETS.findIndex((b) => clv >= b.min && (b.max === null || clv < b.max));
     counts[Math.max(bucket, 0)]!++;
+    if (row.x > 0) {
+      let ltv = 0;
+      for (let i = 0; i < history.days.length; i++) {
+        if (history.days[i]! <= request.cutOffDay) ltv += history.totals[i]!;
+      }
+      atRisk.push({
+        customer: row.customer,
+        churn_probability: _round(1 - p.p_alive, 3),
+        ltv: _round(ltv, 2),
+        predicted_clv_365d: _round(clv, 2),
+      });
+    }
   }
+  atRisk.sort((a, b) =>
+    b.churn_probability - a.churn_probability || b.ltv - a.ltv ||
+    (a.customer < b.customer ? -1 : a.customer > b.customer ? 1 : 0)
+  );
   return {
     model: fit.model,
     validation: fit.validation,
     distribution: LTV_BUCKETS.map((b, i) => ({ ...b, customer_count: counts[i]! })),
+    at_risk: atRisk.slice(0, AT_RISK_STORED),
   };
 }
 
