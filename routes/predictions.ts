@@ -13,6 +13,7 @@ import {
   predictionsView,
   readBrandPredictions,
 } from "../lib/commerce/predictions/brand_predictions.ts";
+import { enqueuePredictionsFit } from "../lib/commerce/predictions/fit_job.ts";
 import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
 
 // Documented as a JSON object, without a schema for its fields.
@@ -42,7 +43,7 @@ const predictions = createRoute({
   summary: "The brand's fitted purchase and spend models, their holdout validation and CLV",
   description: "Status `ready` with the fitted model; `insufficient_data` with `reasons` when " +
     "the brand does not meet the eligibility rules (customers with completed orders, days of " +
-    "history); `pending` before the first fit. `model.selected` is the purchase model whose " +
+    "history); `pending` before the first fit (the read queues one). `model.selected` is the purchase model whose " +
     "predicted repeat orders in the last 90 days (refitted on the history before them) were " +
     "closer to the actual ones; every per-customer prediction uses it.",
   security: apiKeySecurity,
@@ -95,7 +96,10 @@ const predictions = createRoute({
 export function predictionRoutes(deps: AppDeps) {
   return newRouter().openapi(predictions, async (c) => {
     const scope = requireCommerce(c);
-    const stored = await readBrandPredictions(deps.kv, c.get("auth").brandId);
+    const brandId = c.get("auth").brandId;
+    const stored = await readBrandPredictions(deps.kv, brandId);
+    // A brand never fitted (connected before predictions existed) need not wait for the daily refit.
+    if (!stored) await enqueuePredictionsFit(deps.kv, brandId, deps.now());
     return c.json({ scope, ...predictionsView(stored) }, 200);
   });
 }

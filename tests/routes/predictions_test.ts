@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { fitBrandPredictions } from "../../lib/commerce/predictions/brand_predictions.ts";
+import { predictionsFitQueuedKey } from "../../lib/store/kv_keys.ts";
 import { withContext } from "../test_support.ts";
 import { loadOrders, syntheticOrders } from "../lib/commerce/predictions/order_fixture.ts";
 
@@ -16,6 +17,8 @@ Deno.test("predictions: pending, then the fitted model; customer insights gain p
     };
     const pending = await get(a.key, "/cdp/insights/predictions");
     assert.deepEqual([pending.scope, pending.status, pending.model], [a.scope, "pending", null]);
+    // The read queued the brand's first fit.
+    assert.notEqual((await ctx.kv.get(predictionsFitQueuedKey(a.brandId))).value, null);
 
     await loadOrders(ctx.sql, a.brandId, syntheticOrders(120, 500, ctx.clock.now()));
     await fitBrandPredictions(

@@ -218,13 +218,17 @@ export async function fitBrandPredictions(
       cutOffDay,
       discountRate: deps.settings.clvDiscountRate,
     });
+    const converged = fit.model !== null &&
+      [fit.model.bgnbd, fit.model.mbgnbd].every((params) =>
+        Object.values(params).every((v) => Number.isFinite(v) && v > 0)
+      );
     stored = {
-      status: "ready",
-      reasons: [],
+      status: converged ? "ready" : "insufficient_data",
+      reasons: converged ? [] : ["the purchase models found no finite estimates on these orders"],
       fitted_at: now.toISOString(),
       cut_off: dayText(cutOffDay),
       customers: histories.length,
-      ...fit,
+      ...(converged ? fit : { model: null, validation: null, distribution: null }),
       fit_ms: 0,
     };
   }
