@@ -230,13 +230,16 @@ async function readPass(
       iterations: ITERATIONS,
       ours: async () => {
         const resolved = await resolveCustomer(sql, brand, email);
-        const predicted = await customerPredictions(
-          { sql, kv: predictions.kv, settings: predictions.settings },
-          brandId,
-          resolved!.contactId,
-          NOW,
-        );
-        const insights = await customerInsights(sql, brandId, resolved!.contactId, FRESH);
+        // As the route reads them: side by side.
+        const [insights, predicted] = await Promise.all([
+          customerInsights(sql, brandId, resolved!.contactId, FRESH),
+          customerPredictions(
+            { sql, kv: predictions.kv, settings: predictions.settings },
+            brandId,
+            resolved!.contactId,
+            NOW,
+          ),
+        ]);
         return withPredictions(insights, predicted);
       },
       floor: async () => {

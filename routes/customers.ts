@@ -373,21 +373,21 @@ export function customerRoutes(deps: AppDeps) {
     .openapi(insights, async (c) => {
       const identifier = c.req.valid("param").identifier;
       const { brand, resolved } = await resolve(c, identifier);
-      const now = freshness().now;
-      const predicted = await customerPredictions(
-        { sql: deps.sql, kv: deps.kv, settings: deps.config.predictions },
-        brand.brandId,
-        resolved.contactId,
-        now,
-      );
+      // The predictions' reads (KV, the customer's order days) overlap the insights' queries.
+      const [base, predicted] = await Promise.all([
+        customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
+        customerPredictions(
+          { sql: deps.sql, kv: deps.kv, settings: deps.config.predictions },
+          brand.brandId,
+          resolved.contactId,
+          deps.now(),
+        ),
+      ]);
       return c.json({
         identifier,
         matched_by: resolved.matchedBy,
         scope: brand.scope,
-        insights: withPredictions(
-          await customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
-          predicted,
-        ),
+        insights: withPredictions(base, predicted),
       }, 200);
     })
     .openapi(ltv, async (c) => {
