@@ -2,13 +2,16 @@ import assert from "node:assert/strict";
 import {
   customerPredictions,
   eligibilityReasons,
+  fitAndDistribute,
   fitBrandPredictions,
+  fitInWorker,
   loadHistories,
   predictionsView,
   readBrandPredictions,
   withPredictions,
 } from "../../../../lib/commerce/predictions/brand_predictions.ts";
-import { parseDay } from "../../../../lib/commerce/predictions/rfm_summary.ts";
+import { customerHistories, parseDay } from "../../../../lib/commerce/predictions/rfm_summary.ts";
+import { CDNOW_CUT_OFF, cdnowOrders } from "./cdnow_fixture.ts";
 import { withBrandDatabase, withKv } from "../../../test_support.ts";
 import { loadOrders, syntheticOrders } from "./order_fixture.ts";
 
@@ -135,4 +138,22 @@ Deno.test("a customer's predictions: P(alive), expected orders, CLV and churn pr
       assert.equal(withPredictions({ churn }, null).churn!.probability, null);
     });
   });
+});
+
+Deno.test("the fit in its worker is the fit in process", async () => {
+  const request = {
+    histories: customerHistories(cdnowOrders()),
+    cutOffDay: CDNOW_CUT_OFF,
+    discountRate: 0.1,
+  };
+  const inWorker = await fitInWorker(request);
+  assert.deepEqual(inWorker, fitAndDistribute(request));
+  assert.equal(inWorker.model!.selected, "mbgnbd");
+  assert.equal(inWorker.distribution!.reduce((s, b) => s + b.customer_count, 0), 2357);
+  // Repeat buyers only, most likely gone first.
+  const risk = inWorker.at_risk!;
+  assert.equal(risk.length, 50);
+  for (let i = 1; i < risk.length; i++) {
+    assert.ok(risk[i - 1]!.churn_probability >= risk[i]!.churn_probability);
+  }
 });
