@@ -207,7 +207,7 @@ export function fitPurchaseModel(
   const found = nelderMead(
     (p) => -_meanLogLikelihood(model, unpack(p), groups, rows.length),
     from,
-    // Far below the 1% the published estimates are checked to, at a quarter fewer evaluations.
+    // Far below the 1% the published estimates are checked to; tighter only costs evaluations.
     { tolerance: 1e-10, pointTolerance: 1e-6, maxIterations: 4_000 },
   );
   return { params: unpack(found.point), logLikelihood: -found.value * rows.length };

@@ -40,7 +40,7 @@ export function lnBeta(a: number, b: number): number {
 /**
  * 2F1(a, b; c; z) for a, b, c > 0 and 0 <= z < 1, by its power series. Every term is positive
  * there, so the partial sums rise monotonically and the sum stops once a term no longer moves
- * it; near z = 1 that takes more terms (thousands at z = 0.999), never a wrong answer.
+ * it; near z = 1 that takes more terms, never a wrong answer.
  */
 export function hyp2f1(a: number, b: number, c: number, z: number): number {
   if (z === 0) return 1;
