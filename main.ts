@@ -15,14 +15,21 @@ import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
 import { startForwarder } from "./lib/ingest/forwarder.ts";
 import { createOutbox, type Outbox } from "./lib/ingest/outbox.ts";
 import { shopSyncDeps } from "./lib/shopify/shop_sync.ts";
+import {
+  createPredictionsFitJob,
+  enqueueAllPredictionsFits,
+} from "./lib/commerce/predictions/fit_job.ts";
 import { createShopSyncJob } from "./lib/shopify/shop_sync_job.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
 // (INGEST_QUEUE=outbox) of a batch accepted just before the last instance stopped.
 let outbox: Outbox | null = null;
+// The daily refit of every brand's predictions (docs/commerce.md), queued once the stores are open.
+let refitAll: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => outbox?.drained());
+  Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
 }
 
 const config = loadConfigOrFail(Deno.env.toObject());
@@ -36,6 +43,11 @@ if (config.ingestQueue === "outbox") {
 }
 const kv = outbox?.kv ?? stores.kv;
 const now = () => new Date();
+refitAll = () =>
+  enqueueAllPredictionsFits({ sql: stores.sql, kv }, now()).then(
+    (queued) => log("info", "daily predictions refit queued", { brands: queued }),
+    (err) => log("error", "daily predictions refit not queued", { error: String(err) }),
+  );
 const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const app = createApp({
   kv,
@@ -54,7 +66,15 @@ const forwarder = config.forwarder
     engine,
     now,
     concurrency: config.forwarderConcurrency,
-    jobs: { shop_sync: createShopSyncJob(shopSyncDeps(stores, config)) },
+    jobs: {
+      shop_sync: createShopSyncJob(shopSyncDeps(stores, config)),
+      predictions_fit: createPredictionsFitJob({
+        sql: stores.sql,
+        kv,
+        now,
+        settings: config.predictions,
+      }),
+    },
   })
   : Promise.resolve();
 

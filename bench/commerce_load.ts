@@ -20,6 +20,10 @@
  *    replaces its order); the floor reads the same file, JSON.parse's each line and inserts the
  *    rows with plain multi-row INSERTs (no validation, no matching, no upsert) into another brand.
  *
+ * The predictions refit of brand A (its completed orders read, then BG/NBD, MBG/NBD, Gamma-Gamma
+ * and the validation fitted in a worker) is timed twice, and the customer insights are read with
+ * the predictions the route adds beside the same read without them (the "floor" of that row).
+ *
  * Prints progress on stderr and markdown tables on stdout; targets are reported PASS/FAIL, never
  * asserted. Exit code 1 only for an invalid run (an error or answers that differ).
  *
@@ -41,6 +45,12 @@ import {
 import { orderImport } from "../lib/commerce/orders.ts";
 import { listOrders, resolveCustomerFilter } from "../lib/commerce/reads.ts";
 import { markInsightsChanged, refreshSummaries } from "../lib/commerce/summaries.ts";
+import {
+  customerPredictions,
+  fitBrandPredictions,
+  type PredictionSettings,
+  withPredictions,
+} from "../lib/commerce/predictions/brand_predictions.ts";
 import { connectPostgres, type Sql } from "../lib/store/db.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { percentile, startBenchRun } from "./bench_support.ts";
@@ -131,7 +141,18 @@ function diff(label: string, a: unknown, b: unknown): string | null {
 
 // --- the operations -------------------------------------------------------------------------
 
-async function readPass(sql: Sql, brandId: string, scope: string): Promise<Row[]> {
+/** Predictions of brand A as the service reads them: its fit in a KV of the run's own. */
+interface PredictionReads {
+  kv: Deno.Kv;
+  settings: PredictionSettings;
+}
+
+async function readPass(
+  sql: Sql,
+  brandId: string,
+  scope: string,
+  predictions: PredictionReads,
+): Promise<Row[]> {
   const rows: Row[] = [];
   const brand = { brandId, scope };
   // A customer with several orders (k small = frequent buyer under the skew) and a profile.
@@ -199,6 +220,38 @@ async function readPass(sql: Sql, brandId: string, scope: string): Promise<Row[]
         return await orderFloor(sql`brand_id = ${brandId} and contact_id = ${c!.id}`)();
       },
       same: ordersSame,
+    }),
+  );
+  // What the insights route adds since predictions: one KV read and the customer's order days.
+  rows.push(
+    await measure({
+      name: "customer insights + predictions (email)",
+      target: CUSTOMER_P99_MS,
+      iterations: ITERATIONS,
+      ours: async () => {
+        const resolved = await resolveCustomer(sql, brand, email);
+        // As the route reads them: side by side.
+        const [insights, predicted] = await Promise.all([
+          customerInsights(sql, brandId, resolved!.contactId, FRESH),
+          customerPredictions(
+            { sql, kv: predictions.kv, settings: predictions.settings },
+            brandId,
+            resolved!.contactId,
+            NOW,
+          ),
+        ]);
+        return withPredictions(insights, predicted);
+      },
+      floor: async () => {
+        const resolved = await resolveCustomer(sql, brand, email);
+        return await customerInsights(sql, brandId, resolved!.contactId, FRESH);
+      },
+      same: (a, b) =>
+        diff("insights", [a.ltv, a.order_count, a.predicted !== null], [
+          b.ltv,
+          b.order_count,
+          true,
+        ]),
     }),
   );
   rows.push(
@@ -583,7 +636,20 @@ async function main(): Promise<number> {
     await refreshSummaries(sql, brands.b, NOW);
     await sql.unsafe("analyze customer_summaries, product_summaries").simple();
 
-    const rows = await readPass(sql, brands.a, "a-commerce.myshopify.com");
+    // The predictions refit of brand A: its completed orders read, then fitted in a worker.
+    const kv = await Deno.openKv(":memory:");
+    const settings = { minCustomers: 500, minHistoryDays: 180, clvDiscountRate: 0 };
+    const fitMs: number[] = [];
+    let fitted: Awaited<ReturnType<typeof fitBrandPredictions>> | null = null;
+    for (let i = 0; i < 2; i++) {
+      fitted = await fitBrandPredictions({ sql, kv, now: () => NOW, settings }, brands.a);
+      fitMs.push(fitted.fit_ms);
+      progress(`  predictions fit of brand A: ${fitted.fit_ms} ms (${fitted.status})`);
+    }
+    invalid ||= fitted?.status !== "ready";
+
+    const rows = await readPass(sql, brands.a, "a-commerce.myshopify.com", { kv, settings });
+    kv.close();
     invalid ||= rows.some((r) => r.mismatch);
 
     progress(`writing the import file (${IMPORT_ORDERS} orders)`);
@@ -624,6 +690,11 @@ async function main(): Promise<number> {
       `| refresh of brand A's summaries (3 runs) | ${f(percentile(refreshMs, 50))} / ${
         f(Math.max(...refreshMs))
       } ms | — | info | — |`,
+      `| predictions fit of brand A (${
+        fitted?.customers.toLocaleString("en-US")
+      } customers; orders read + fit; 2 runs) | ${f(Math.min(...fitMs))} / ${
+        f(Math.max(...fitMs))
+      } ms | — | < 10,000 ms | ${Math.max(...fitMs) < 10_000 ? "PASS" : "FAIL"} |`,
       "",
       "| Import (100,000-order NDJSON file) | ms | orders/s | target | verdict |",
       "| --- | --- | --- | --- | --- |",

@@ -54,6 +54,9 @@ const envSchema = z.object({
   INGEST_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(128),
   INGEST_BACKLOGGED_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(8),
   INGEST_SOFT_BACKLOG_RATIO: z.coerce.number().gt(0).max(1).default(0.02),
+  PREDICTIONS_MIN_CUSTOMERS: z.coerce.number().int().min(1).default(500),
+  PREDICTIONS_MIN_HISTORY_DAYS: z.coerce.number().int().min(0).max(3650).default(180),
+  CLV_DISCOUNT_RATE: z.coerce.number().min(0).max(1).default(0),
 });
 
 /** Validated service configuration. */
@@ -122,6 +125,8 @@ export interface Config {
   ingestBackloggedInFlight: number;
   /** Queued events past which `ingestBackloggedInFlight` applies. */
   ingestSoftBacklog: number;
+  /** What a brand needs for predictions (docs/commerce.md): customers with orders, days of history. */
+  predictions: { minCustomers: number; minHistoryDays: number; clvDiscountRate: number };
 }
 
 /** An environment that does not validate, with the variables at fault. */
@@ -198,5 +203,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ingestMaxInFlight: e.INGEST_MAX_IN_FLIGHT,
     ingestBackloggedInFlight: e.INGEST_BACKLOGGED_IN_FLIGHT,
     ingestSoftBacklog: Math.max(1, Math.floor(e.INGEST_MAX_BACKLOG * e.INGEST_SOFT_BACKLOG_RATIO)),
+    predictions: {
+      minCustomers: e.PREDICTIONS_MIN_CUSTOMERS,
+      minHistoryDays: e.PREDICTIONS_MIN_HISTORY_DAYS,
+      clvDiscountRate: e.CLV_DISCOUNT_RATE,
+    },
   };
 }

@@ -12,6 +12,7 @@ import type { Commands } from "../lib/admin/command.ts";
 import { appPageRoutes } from "./app_pages/app_pages.tsx";
 import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
+import { predictionRoutes } from "./predictions.ts";
 import { eventRoutes } from "./events.ts";
 import { ingestRoutes } from "./ingest.ts";
 import { keyRoutes } from "./keys.ts";
@@ -179,6 +180,7 @@ export function createApp(
   app.route("/", commerceRoutes(deps));
   app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps, { heavyReads }));
+  app.route("/", predictionRoutes(deps));
   app.route("/", webhookRoutes(deps));
   // Without ADMIN_TOKEN (or a command table) the operator API does not exist: its paths are 404
   // like any unknown one.

@@ -18,6 +18,10 @@ import {
   customerInsights,
   revenueByMonth,
 } from "../lib/commerce/insights.ts";
+import {
+  customerPredictions,
+  withPredictions,
+} from "../lib/commerce/predictions/brand_predictions.ts";
 import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../lib/engine/event_volume.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -155,7 +159,11 @@ const insights = createRoute({
   method: "get",
   path: "/cdp/customers/{identifier}/insights",
   tags: ["Customers"],
-  summary: "LTV, AOV, RFM, top products and churn over completed orders",
+  summary: "LTV, AOV, RFM, top products, churn and predictions over completed orders",
+  description: "`predicted` (null until the brand has a ready model, see " +
+    "`GET /cdp/insights/predictions`): the selected model's P(alive), expected orders in the " +
+    "next 90 and 365 days, predicted CLV over 365 days and the expected next order (null when " +
+    "P(alive) < 0.5); `churn.probability` = 1 − P(alive) (null without a model).",
   security: apiKeySecurity,
   request: { params: Identifier },
   responses: {
@@ -178,7 +186,15 @@ const insights = createRoute({
           ltv: "298.00",
         },
         top_products: [_TOP_PRODUCT],
-        churn: _CHURN,
+        churn: { ..._CHURN, probability: 0.1832 },
+        predicted: {
+          model: "mbgnbd",
+          p_alive: 0.8168,
+          expected_orders_90d: 0.4121,
+          expected_orders_365d: 1.4517,
+          predicted_clv_365d: "187.45",
+          expected_next_order_at: "2027-01-18T03:25:00.000Z",
+        },
       },
     }),
     ...errors,
@@ -375,11 +391,21 @@ export function customerRoutes(deps: AppDeps, options: { heavyReads: BrandConcur
     .openapi(insights, async (c) => {
       const identifier = c.req.valid("param").identifier;
       const { brand, resolved } = await resolve(c, identifier);
+      // The predictions' reads (KV, the customer's order days) overlap the insights' queries.
+      const [base, predicted] = await Promise.all([
+        customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
+        customerPredictions(
+          { sql: deps.sql, kv: deps.kv, settings: deps.config.predictions },
+          brand.brandId,
+          resolved.contactId,
+          deps.now(),
+        ),
+      ]);
       return c.json({
         identifier,
         matched_by: resolved.matchedBy,
         scope: brand.scope,
-        insights: await customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
+        insights: withPredictions(base, predicted),
       }, 200);
     })
     .openapi(ltv, async (c) => {

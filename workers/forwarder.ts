@@ -10,6 +10,7 @@ import { startForwarder } from "../lib/ingest/forwarder.ts";
 import { createOutbox } from "../lib/ingest/outbox.ts";
 import { failStart, loadConfigOrFail } from "../lib/start_failure.ts";
 import { shopSyncDeps } from "../lib/shopify/shop_sync.ts";
+import { createPredictionsFitJob } from "../lib/commerce/predictions/fit_job.ts";
 import { createShopSyncJob } from "../lib/shopify/shop_sync_job.ts";
 import { openStores } from "../lib/store/stores.ts";
 
@@ -33,7 +34,15 @@ const running = startForwarder({
   concurrency: config.forwarderConcurrency,
   // The outbox is polled; only KV's queue needs waking for another process's messages.
   wakeMs: outbox ? undefined : 250,
-  jobs: { shop_sync: createShopSyncJob(shopSyncDeps(stores, config)) },
+  jobs: {
+    shop_sync: createShopSyncJob(shopSyncDeps(stores, config)),
+    predictions_fit: createPredictionsFitJob({
+      sql: stores.sql,
+      kv: outbox?.kv ?? stores.kv,
+      now,
+      settings: config.predictions,
+    }),
+  },
 });
 log("info", "forwarder running", {
   database: stores.database.mode,

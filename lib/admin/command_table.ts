@@ -10,6 +10,7 @@ import { brandCommands } from "./brand_commands.ts";
 import type { Commands } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
 import { importCommands } from "./import_commands.ts";
+import { insightsCommands } from "./insights_commands.ts";
 import { schemaCommands } from "./schema_commands.ts";
 import { segmentCommands } from "./segment_commands.ts";
 import { shopCommands } from "./shop_commands.ts";
@@ -20,6 +21,7 @@ export const COMMANDS: Commands = {
   ...importCommands,
   ...segmentCommands,
   ...shopCommands,
+  ...insightsCommands,
   ...deadLetterCommands,
   ...schemaCommands,
   ...appCommands,

@@ -6,6 +6,7 @@
 import { monotonicFactory } from "ulid";
 import { importNdjson } from "../commerce/import.ts";
 import { orderImport } from "../commerce/orders.ts";
+import { enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
 import { subscriptionImport } from "../commerce/subscriptions.ts";
 import { brandAndFile, type Commands, defineCommand, requireWritableBrand } from "./command.ts";
 
@@ -31,9 +32,13 @@ function _importCommand(kind: "orders" | "subscriptions") {
         now: new Date(),
         copy: stores.database.mode === "postgres",
       };
-      return kind === "orders"
-        ? await importNdjson(stores.sql, stream, orderImport(steps))
-        : await importNdjson(stores.sql, stream, subscriptionImport(steps));
+      if (kind === "subscriptions") {
+        return await importNdjson(stores.sql, stream, subscriptionImport(steps));
+      }
+      const result = await importNdjson(stores.sql, stream, orderImport(steps));
+      // The service refits the brand's predictions on the imported history.
+      await enqueuePredictionsFit(stores.kv, input.brandId, new Date());
+      return result;
     },
   });
 }

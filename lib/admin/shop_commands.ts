@@ -13,6 +13,7 @@ import {
   type SyncProgress,
 } from "../shopify/shop_sync.ts";
 import { enqueueShopSync } from "../shopify/shop_sync_job.ts";
+import { enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
 import {
   brandIdArg,
   type Commands,
@@ -60,10 +61,13 @@ export const shopCommands: Commands = {
         only: input.only,
       };
       if (input.background) return await enqueueShopSync(stores.kv, request, new Date());
-      return await runShopSync(
+      const result = await runShopSync(
         shopSyncDeps(stores, config, { onProgress: _progressPrinter() }),
         request,
       );
+      // The service refits the brand's predictions on the new history.
+      await enqueuePredictionsFit(stores.kv, input.brandId, new Date());
+      return result;
     },
   }),
   "shop status": defineCommand({

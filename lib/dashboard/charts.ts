@@ -81,6 +81,40 @@ export function barChart(input: SeriesInput & { horizontal?: boolean }): string 
   });
 }
 
+/** Several named series of bars side by side per label, with a legend. */
+export interface GroupedSeriesInput {
+  labels: string[];
+  series: { name: string; values: number[] }[];
+  size?: ChartSize;
+}
+
+/** Grouped vertical bars: one bar per series at each label (actual beside predicted). */
+export function groupedBarChart(input: GroupedSeriesInput): string {
+  return _render({ labels: input.labels, values: [], size: input.size }, {
+    grid: { left: 48, right: 24, top: 36, bottom: 32 },
+    legend: { top: 0, textStyle: { color: PALETTE.subdued } },
+    xAxis: {
+      type: "category",
+      data: input.labels,
+      axisLabel: { color: PALETTE.subdued, interval: 0 },
+      axisLine: { lineStyle: { color: PALETTE.border } },
+      axisTick: { show: false },
+    },
+    yAxis: {
+      type: "value",
+      axisLabel: { color: PALETTE.subdued },
+      splitLine: { lineStyle: { color: PALETTE.border } },
+    },
+    series: input.series.map((s, i) => ({
+      type: "bar",
+      name: s.name,
+      data: s.values,
+      itemStyle: { color: PALETTE.series[i % PALETTE.series.length], borderRadius: 2 },
+      barMaxWidth: 24,
+    })),
+  });
+}
+
 /** A line over the labels in order (dates, months), with a light area under it. */
 export function lineChart(input: SeriesInput): string {
   return _render(input, {
@@ -157,6 +191,7 @@ export interface ChartRenderer {
   bar(input: SeriesInput & { horizontal?: boolean }): string;
   line(input: SeriesInput): string;
   treemap(input: SeriesInput): string;
+  grouped(input: GroupedSeriesInput): string;
 }
 
 /**
@@ -183,5 +218,6 @@ export function createChartRenderer(options: { entries: number }): ChartRenderer
     bar: remembered("bar", barChart),
     line: remembered("line", lineChart),
     treemap: remembered("treemap", treemapChart),
+    grouped: remembered("grouped", groupedBarChart),
   };
 }

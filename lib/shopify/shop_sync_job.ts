@@ -8,6 +8,7 @@
  */
 import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
+import { enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
 import { shopSyncStateKey } from "../store/kv_keys.ts";
 import type { SyncKind } from "./bulk_mapping.ts";
 import {
@@ -82,6 +83,8 @@ export function createShopSyncJob(deps: ShopSyncDeps): (message: unknown) => Pro
         customers: result.customers,
         rejected: result.rejected.length,
       });
+      // New history: the brand's predictions are refitted on it.
+      await enqueuePredictionsFit(deps.kv, message.brandId, deps.now());
     } catch (err) {
       const permanent = err instanceof DomainError &&
         ["conflict", "forbidden", "upstream_failed", "invalid_input"].includes(err.kind);

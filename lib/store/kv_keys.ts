@@ -157,3 +157,13 @@ export function healthProbeKey(): Deno.KvKey {
 export function webhookClaimKey(kind: "id" | "body", value: string): Deno.KvKey {
   return ["webhooks", "claims", kind, value];
 }
+
+/** A brand's fitted predictive model and its validation (lib/commerce/predictions/). */
+export function predictionsKey(brandId: string): Deno.KvKey {
+  return ["predictions", brandId];
+}
+
+/** Set while a brand's predictions refit waits in the queue (value: when it was queued). */
+export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
+  return ["predictions_fit_queued", brandId];
+}

@@ -15,6 +15,8 @@ import {
   RFM_TIERS,
 } from "../../lib/commerce/insights.ts";
 import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../../lib/engine/event_volume.ts";
+import { readBrandPredictions } from "../../lib/commerce/predictions/brand_predictions.ts";
+import { PredictionCards, predictionCardsData } from "./predictions_cards.tsx";
 import { ChartCard, DataTable, Layout } from "./layout.tsx";
 import { type PageContext, SESSION_PARAM } from "./page_context.ts";
 
@@ -34,13 +36,16 @@ export async function insightsPage(
     now: deps.now(),
     maxStalenessSeconds: deps.config.insightsMaxStalenessSeconds,
   };
-  const [ltv, rfm, products, revenue, atRisk, volume] = await Promise.all([
+  const [ltv, rfm, products, revenue, atRisk, volume, predictions] = await Promise.all([
     brandLtv(deps.sql, brandId, freshness),
     brandRfm(deps.sql, brandId, freshness),
     brandProducts(deps.sql, brandId, TOP_PRODUCTS, freshness),
     revenueByMonth(deps.sql, brandId, freshness),
     atRiskCustomers(deps.sql, brandId, { limit: AT_RISK_PAGE, offset: input.offset }, freshness),
     eventVolumeByDay(deps.sql, input.scope, { now: freshness.now, days: EVENT_VOLUME_DAYS }),
+    readBrandPredictions(deps.kv, brandId).then((stored) =>
+      predictionCardsData(deps.sql, brandId, stored)
+    ),
   ]);
   const currency = ltv.currency_code ?? "";
   const tierName = (tier: string) => tier.replaceAll("_", " ");
@@ -73,6 +78,12 @@ export async function insightsPage(
             rows={ltv.distribution.map((b) => [b.label, b.customer_count])}
           />
         </ChartCard>
+        <PredictionCards
+          page={page}
+          data={predictions}
+          currency={currency}
+          ltv={ltv.distribution}
+        />
         <ChartCard
           id="rfm"
           title="RFM groups"

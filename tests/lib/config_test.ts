@@ -216,3 +216,21 @@ Deno.test("config: brand-wide ceilings of the API, query and sync throttles", ()
   );
   assertInvalid({ BRAND_RATE_LIMIT_PER_MINUTE: "0" }, "BRAND_RATE_LIMIT_PER_MINUTE");
 });
+
+Deno.test("config: predictions eligibility and CLV discount, with Klaviyo-like defaults", () => {
+  assert.deepEqual(loadConfig({}).predictions, {
+    minCustomers: 500,
+    minHistoryDays: 180,
+    clvDiscountRate: 0,
+  });
+  assert.deepEqual(
+    loadConfig({
+      PREDICTIONS_MIN_CUSTOMERS: "50",
+      PREDICTIONS_MIN_HISTORY_DAYS: "90",
+      CLV_DISCOUNT_RATE: "0.1",
+    }).predictions,
+    { minCustomers: 50, minHistoryDays: 90, clvDiscountRate: 0.1 },
+  );
+  assert.throws(() => loadConfig({ CLV_DISCOUNT_RATE: "2" }), ConfigError);
+  assert.throws(() => loadConfig({ PREDICTIONS_MIN_CUSTOMERS: "0" }), ConfigError);
+});

@@ -331,7 +331,10 @@ Deno.test("customer insights: exact LTV, AOV, RFM, top products and churn over c
       brand_median_inter_order_days: 30,
       at_risk_score: 4.4,
       at_risk: true,
+      // No fitted model: no probability (tests/routes/predictions_test.ts has one).
+      probability: null,
     });
+    assert.equal(insights.predicted, null);
     const none = (await get(ctx, a.key, "/cdp/customers/anon_9/insights")).insights;
     assert.deepEqual(none, {
       ltv: "0.00",
@@ -343,6 +346,7 @@ Deno.test("customer insights: exact LTV, AOV, RFM, top products and churn over c
       rfm: null,
       top_products: [],
       churn: null,
+      predicted: null,
     });
   });
 });
