@@ -5,6 +5,7 @@ import { upsertOrder } from "../../lib/commerce/orders.ts";
 import { upsertSubscription } from "../../lib/commerce/subscriptions.ts";
 import { RFM_TIER_MAP, rfmTier } from "../../lib/commerce/insights.ts";
 import { DATABASE_URL, errorBody, type TestContext, withContext } from "../test_support.ts";
+import { injectScopePredicate } from "../../lib/engine/conditions.ts";
 import { slowPatterns } from "../fixtures/slow_patterns.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
@@ -492,12 +493,15 @@ Deno.test("customer record: its segments run on the brand's heavy-read share; wi
 
 Deno.test("customer record: a segment that cannot run is unknown, never a 400 with the database's message", async () => {
   await withContext(async (ctx) => {
-    const { a, ids } = await withSegments(ctx, {
-      emails: hasEmail,
-      // Valid for the validator, too complex for Postgres.
-      complex: regex("((a?){99}){99}"),
-      bob: regex("bob@.*"),
-    });
+    const { a, ids } = await withSegments(ctx, { emails: hasEmail, bob: regex("bob@.*") });
+    // Too complex for Postgres, saved before the validator's cost rule refused it: written as
+    // the store holds it, past today's validation.
+    ids.complex = `seg__${a.scope}__complex`;
+    await ctx.sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      values (${a.scope!}, ${ids.complex}, 'complex', ${
+      JSON.stringify(injectScopePredicate(regex("((a?){99}){99}"), a.scope!))
+    }::text::json, now(), now())`;
     const res = await ctx.request("/cdp/customers/bob", a.key);
     const text = await res.text();
     assert.equal(res.status, 200, text);
