@@ -573,3 +573,41 @@ Deno.test(
     }, APP_ENV);
   },
 );
+
+Deno.test("dashboard: pages count against the brand's API ceiling; past it a 429 error page with Retry-After, other brands unaffected", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seedDashboard(ctx);
+    const s = await openDashboard(ctx, a.scope!);
+    const sB = await openDashboard(ctx, b.scope!);
+    // Seeding may already have spent some of A's window: read what is left from the first page.
+    const first = await page(ctx, "/app/segments", s);
+    assert.equal(first.status, 200);
+    await first.text();
+    const left = Number(first.headers.get("ratelimit-remaining"));
+    assert.ok(Number.isInteger(left) && left < 20, String(left));
+    // The brand's API requests and its pages share the ceiling.
+    for (let i = 0; i < left; i++) {
+      const res = i % 2 === 0
+        ? await page(ctx, "/app/segments", s)
+        : await ctx.request("/cdp/segments", a.key);
+      assert.equal(res.status, 200, `request ${i}`);
+      await res.body?.cancel();
+    }
+    for (const path of ["/app/segments", "/app/customers/c4%40example.com", "/app/keys"]) {
+      const refused = await page(ctx, path, s);
+      assert.equal(refused.status, 429, path);
+      assert.match(refused.headers.get("content-type")!, /^text\/html/);
+      assert.ok(Number(refused.headers.get("retry-after")) >= 1, path);
+      const body = await refused.text();
+      assert.match(body, /data-error="429"/);
+      assert.match(body, /per brand/);
+    }
+    assert.equal((await ctx.request("/cdp/segments", a.key)).status, 429);
+    // Another brand's pages and API are counted apart.
+    assert.equal((await html(ctx, "/app/segments", sB)).length > 0, true);
+    assert.equal((await ctx.request("/cdp/segments", b.key)).status, 200);
+    // The next window admits A again.
+    ctx.clock.advance(60_000);
+    await html(ctx, "/app/segments", s);
+  }, { ...APP_ENV, BRAND_RATE_LIMIT_PER_MINUTE: "12" });
+});
