@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { bumpBrandVersion } from "../../../lib/tenancy/brands.ts";
 import { newShopSyncState } from "../../../lib/shopify/shop_sync.ts";
 import { shopSyncStateKey } from "../../../lib/store/kv_keys.ts";
@@ -610,4 +611,35 @@ Deno.test("dashboard: pages count against the brand's API ceiling; past it a 429
     ctx.clock.advance(60_000);
     await html(ctx, "/app/segments", s);
   }, { ...APP_ENV, BRAND_RATE_LIMIT_PER_MINUTE: "12" });
+});
+
+Deno.test("segments and customer pages: a stored segment that no longer validates shows — and is unknown; the pages 200 without the database's message", async () => {
+  await withContext(async (ctx) => {
+    const { a, segmentId } = await seedDashboard(ctx);
+    const s = await openDashboard(ctx, a.scope!);
+    // Saved before the cost rule refused it, written as the store holds it.
+    const broken = `seg__${a.scope}__broken`;
+    await ctx.sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      values (${a.scope!}, ${broken}, 'Broken', ${
+      JSON.stringify(injectScopePredicate({
+        type: "profilePropertyCondition",
+        parameterValues: {
+          propertyName: "properties.email",
+          comparisonOperator: "matchesRegex",
+          propertyValue: "(.?){255}".repeat(22),
+        },
+      }, a.scope!))
+    }::text::json, now(), now())`;
+    const list = await html(ctx, "/app/segments", s);
+    assert.deepEqual(tableRows(list, "segments"), [
+      ["Broken", broken, "—"],
+      ["Has email", segmentId, "12"],
+    ]);
+    assert.doesNotMatch(list, /regular expression|too costly/i);
+    const customer = await html(ctx, "/app/customers/c4%40example.com", s);
+    assert.match(customer, new RegExp(`data-list="segments-unknown">[\\s\\S]*?${broken}`));
+    assert.match(customer, new RegExp(`data-list="segments">[\\s\\S]*?${segmentId}`));
+    assert.doesNotMatch(customer, /regular expression|too costly/i);
+  }, APP_ENV);
 });
