@@ -126,17 +126,15 @@ export function createApp(
   const queueCommit = deps.queueKv && deps.queueKv !== deps.kv
     ? createGroupCommit(deps.queueKv)
     : kvCommit;
-  const metered = [
-    usageMeter<AppEnv>(deps, { commit: kvCommit }),
-    rateLimit({
-      kv: deps.kv,
-      now: deps.now,
-      rules: [
-        { policy: apiPolicy, subject: (c) => c.get("auth").keyId, per: "key" },
-        { policy: apiBrandPolicy, subject: (c) => c.get("auth").brandId, per: "brand" },
-      ],
-    }),
-  ];
+  const apiLimit = rateLimit({
+    kv: deps.kv,
+    now: deps.now,
+    rules: [
+      { policy: apiPolicy, subject: (c) => c.get("auth").keyId, per: "key" },
+      { policy: apiBrandPolicy, subject: (c) => c.get("auth").brandId, per: "brand" },
+    ],
+  });
+  const metered = [usageMeter<AppEnv>(deps, { commit: kvCommit }), apiLimit];
   const brands = createBrandCache({ ttlMs: _BRAND_CACHE_TTL_MS, now: deps.now });
   const apiKeys = apiKeyAuth<AppEnv>(deps, {
     brands,
@@ -202,7 +200,9 @@ export function createApp(
       }),
     );
   }
-  app.route("/", appPageRoutes(deps, { brands, heavyReads }));
+  // The dashboard's pages read what the API reads: they count against the same limits, per
+  // page session (as a key) and brand-wide, so a page reloaded in a loop is bounded too.
+  app.route("/", appPageRoutes(deps, { brands, heavyReads, rateLimit: apiLimit }));
   app.route("/", metaRoutes(deps, app));
   return app;
 }

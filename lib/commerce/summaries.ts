@@ -140,9 +140,27 @@ async function _state(sql: Sql, brandId: string) {
 /**
  * Recomputes the brand's summaries in one repeatable-read transaction, so the generation it
  * records is the one of the data it read. Returns null at once when another refresh of the brand
- * holds the lock.
+ * holds the lock, or committed after this one's snapshot (see below).
  */
 export async function refreshSummaries(
+  sql: Sql,
+  brandId: string,
+  now: Date,
+): Promise<InsightSnapshot | null> {
+  try {
+    return await _refresh(sql, brandId, now);
+  } catch (err) {
+    // The snapshot is taken by the statement that takes the lock, before it does: a refresh
+    // that committed (and let the lock go) in between is invisible to this one, whose writes
+    // then meet its rows (a unique violation, or a serialization failure on a row it changed).
+    // That refresh did the work; the caller waits for the lock and reads it, as when it is held.
+    const code = (err as { code?: unknown })?.code;
+    if (code === "23505" || code === "40001") return null;
+    throw err;
+  }
+}
+
+async function _refresh(
   sql: Sql,
   brandId: string,
   now: Date,

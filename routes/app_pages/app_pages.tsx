@@ -41,10 +41,17 @@ const _Offset = z.coerce.number().int().min(0).max(OFFSET_WINDOW).catch(-1);
 const _KeyName = z.string().trim().max(100).transform((name) => name || undefined);
 const _KeyId = z.string().min(1).max(64);
 
-/** The dashboard pages, over the app's brand cache and heavy-read limiter. */
+/**
+ * The dashboard pages, over the app's brand cache, heavy-read limiter and the API's rate limits
+ * (a page counts as a request of its session and of its brand).
+ */
 export function appPageRoutes(
   deps: AppDeps,
-  options: { brands: BrandCache; heavyReads: BrandConcurrency },
+  options: {
+    brands: BrandCache;
+    heavyReads: BrandConcurrency;
+    rateLimit: MiddlewareHandler<AppEnv>;
+  },
 ) {
   // The charts of a few pages for each of about a hundred brands (an SVG is 5-20 KB).
   const charts = createChartRenderer({ entries: 500 });
@@ -72,6 +79,8 @@ export function appPageRoutes(
         <ErrorPage status={error.status} message={message} page={page ?? null} />,
         error.status,
       );
+      // Retry-After and the RateLimit-* headers of a 429, as the API's envelope carries them.
+      for (const [name, value] of Object.entries(error.headers)) c.res.headers.set(name, value);
     }
     const shop = page?.session.shop ?? parseShopDomain(c.req.query("shop") ?? "");
     c.res.headers.set(
@@ -121,7 +130,8 @@ export function appPageRoutes(
         throw new HttpError(403, "forbidden", "The form's CSRF token is missing or invalid.");
       }
     }
-    await next();
+    // Past the session's or the brand's limit: 429, as an error page with Retry-After.
+    await options.rateLimit(c as unknown as Context<AppEnv>, next);
   };
 
   const offsetOf = (value: string | undefined) => {

@@ -141,7 +141,14 @@ Deno.test("admin: brand and key commands run in the service and answer the CLI's
     const id = String(brand.id);
     assert.deepEqual(
       await ok(await command(ctx, "brand-set", ["--brand", id, "--beta", "on"])),
-      { id, name: "Acme", shop: "acme.myshopify.com", beta: true, integration: "connected" },
+      {
+        id,
+        name: "Acme",
+        shop: "acme.myshopify.com",
+        beta: true,
+        integration: "connected",
+        redacted_at: null,
+      },
     );
     const listed = await ok(await command(ctx, "brand-list", []));
     assert.deepEqual((listed.brands as { id: string }[]).map((b) => b.id), [id]);

@@ -5,7 +5,8 @@ import { upsertOrder } from "../../lib/commerce/orders.ts";
 import { upsertSubscription } from "../../lib/commerce/subscriptions.ts";
 import { RFM_TIER_MAP, rfmTier } from "../../lib/commerce/insights.ts";
 import { DATABASE_URL, errorBody, type TestContext, withContext } from "../test_support.ts";
-import { slowPatterns } from "../fixtures/slow_patterns.ts";
+import { injectScopePredicate } from "../../lib/engine/conditions.ts";
+import { slowSegments } from "../fixtures/slow_patterns.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
 const newId = monotonicFactory();
@@ -496,12 +497,15 @@ Deno.test("customer record: its segments run on the brand's heavy-read share; wi
 
 Deno.test("customer record: a segment that cannot run is unknown, never a 400 with the database's message", async () => {
   await withContext(async (ctx) => {
-    const { a, ids } = await withSegments(ctx, {
-      emails: hasEmail,
-      // Valid for the validator, too complex for Postgres.
-      complex: regex("((a?){99}){99}"),
-      bob: regex("bob@.*"),
-    });
+    const { a, ids } = await withSegments(ctx, { emails: hasEmail, bob: regex("bob@.*") });
+    // Too complex for Postgres, saved before the validator's cost rule refused it: written as
+    // the store holds it, past today's validation.
+    ids.complex = `seg__${a.scope}__complex`;
+    await ctx.sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      values (${a.scope!}, ${ids.complex}, 'complex', ${
+      JSON.stringify(injectScopePredicate(regex("((a?){99}){99}"), a.scope!))
+    }::text::json, now(), now())`;
     const res = await ctx.request("/cdp/customers/bob", a.key);
     const text = await res.text();
     assert.equal(res.status, 200, text);
@@ -520,15 +524,18 @@ Deno.test(
   },
   async () => {
     await withContext(async (ctx) => {
-      // Its 20 distinct patterns take many times the budget of 100 ms to compile.
-      const { a, ids } = await withSegments(ctx, {
-        all: everyone,
-        emails: hasEmail,
-        slow: slowPatterns(20),
-      });
+      // Their 80 distinct patterns (20 each, the cap; each within the cost rule) take many times
+      // the budget of 100 ms to compile.
+      const slow = slowSegments(4, "rec");
+      const { a, ids } = await withSegments(ctx, { all: everyone, emails: hasEmail, ...slow });
       const record = await get(ctx, a.key, "/cdp/customers/bob");
+      // The cheap ones decided; only slow ones (which match nobody) unknown, at least the one
+      // the budget cut (how many finish before it is the machine's business).
       assert.deepEqual(record.profile.segments, [ids.all, ids.emails]);
-      assert.deepEqual(record.profile.segments_unknown, [ids.slow]);
+      const slowIds = Object.keys(slow).map((key) => ids[key]!);
+      const unknown: string[] = record.profile.segments_unknown;
+      assert.ok(unknown.length > 0, "no segment was cut by the budget");
+      assert.ok(unknown.every((id) => slowIds.includes(id)), String(unknown));
     }, { QUERY_TIMEOUT_MS: "100" });
   },
 );

@@ -10,7 +10,7 @@ import {
   refreshSummaries,
 } from "../../../lib/commerce/summaries.ts";
 import type { Sql } from "../../../lib/store/db.ts";
-import { DATABASE_URL, withBrandDatabase } from "../../test_support.ts";
+import { DATABASE_URL, eventually, withBrandDatabase } from "../../test_support.ts";
 
 const newId = monotonicFactory();
 const T0 = new Date("2026-11-21T12:00:00Z");
@@ -123,6 +123,48 @@ Deno.test("summaries: a refresh already running elsewhere is not started twice",
     }
     assert.notEqual(await refreshSummaries(sql, brandId, T0), null);
   });
+});
+
+Deno.test({
+  name: "summaries: a refresh that committed after this one's snapshot is read, never a 500",
+  // Embedded PGlite is one session behind every connection: a commit "elsewhere" needs a server.
+  ignore: !DATABASE_URL,
+  async fn() {
+    await withBrandDatabase(async (sql, brandId) => {
+      await importLines(sql, brandId, [line("1", "10.00")]);
+      const [order] = await sql<{ contact_id: string }[]>`
+        select contact_id from orders where brand_id = ${brandId}`;
+      // Another refresh's rows, written after this refresh's snapshot is taken: the race when a
+      // refresh commits and lets the lock go between the snapshot and the lock of the next.
+      const other = await sql.reserve();
+      let refresh: Promise<unknown> | undefined;
+      try {
+        await other`begin`;
+        await other`
+          insert into customer_summaries (brand_id, contact_id, order_count, spend, first_order_at,
+                                          last_order_at, median_gap, currency_code, r, f, m)
+          values (${brandId}, ${order!.contact_id}, 1, 10, ${T0}, ${T0}, null, 'USD', 1, 1, 1)`;
+        refresh = refreshSummaries(sql, brandId, T0).then((r) => r, (err) => err);
+        // The refresh's insert waits for this transaction's row.
+        await eventually(async () => {
+          // Inside a transaction the activity view is read once unless its snapshot is cleared.
+          await other`select pg_stat_clear_snapshot()`;
+          const [row] = await other<{ n: number }[]>`
+            select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock'`;
+          return row!.n > 0;
+        });
+        await other`commit`;
+      } finally {
+        other.release();
+      }
+      // Before: PostgresError duplicate key value violates unique constraint (a 500 page).
+      assert.equal(await refresh, null);
+      const snapshot = await currentSnapshot(sql, brandId, at(0, 0));
+      assert.equal(snapshot.ltv.customers, 1);
+      assert.equal(snapshot.ltv.total, "10.00");
+    });
+  },
 });
 
 Deno.test("summaries: markInsightsChanged bumps the brand's generation", async () => {

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { bumpBrandVersion } from "../../../lib/tenancy/brands.ts";
 import { newShopSyncState } from "../../../lib/shopify/shop_sync.ts";
 import { shopSyncStateKey } from "../../../lib/store/kv_keys.ts";
@@ -573,3 +574,72 @@ Deno.test(
     }, APP_ENV);
   },
 );
+
+Deno.test("dashboard: pages count against the brand's API ceiling; past it a 429 error page with Retry-After, other brands unaffected", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seedDashboard(ctx);
+    const s = await openDashboard(ctx, a.scope!);
+    const sB = await openDashboard(ctx, b.scope!);
+    // Seeding may already have spent some of A's window: read what is left from the first page.
+    const first = await page(ctx, "/app/segments", s);
+    assert.equal(first.status, 200);
+    await first.text();
+    const left = Number(first.headers.get("ratelimit-remaining"));
+    assert.ok(Number.isInteger(left) && left < 20, String(left));
+    // The brand's API requests and its pages share the ceiling.
+    for (let i = 0; i < left; i++) {
+      const res = i % 2 === 0
+        ? await page(ctx, "/app/segments", s)
+        : await ctx.request("/cdp/segments", a.key);
+      assert.equal(res.status, 200, `request ${i}`);
+      await res.body?.cancel();
+    }
+    for (const path of ["/app/segments", "/app/customers/c4%40example.com", "/app/keys"]) {
+      const refused = await page(ctx, path, s);
+      assert.equal(refused.status, 429, path);
+      assert.match(refused.headers.get("content-type")!, /^text\/html/);
+      assert.ok(Number(refused.headers.get("retry-after")) >= 1, path);
+      const body = await refused.text();
+      assert.match(body, /data-error="429"/);
+      assert.match(body, /per brand/);
+    }
+    assert.equal((await ctx.request("/cdp/segments", a.key)).status, 429);
+    // Another brand's pages and API are counted apart.
+    assert.equal((await html(ctx, "/app/segments", sB)).length > 0, true);
+    assert.equal((await ctx.request("/cdp/segments", b.key)).status, 200);
+    // The next window admits A again.
+    ctx.clock.advance(60_000);
+    await html(ctx, "/app/segments", s);
+  }, { ...APP_ENV, BRAND_RATE_LIMIT_PER_MINUTE: "12" });
+});
+
+Deno.test("segments and customer pages: a stored segment that no longer validates shows — and is unknown; the pages 200 without the database's message", async () => {
+  await withContext(async (ctx) => {
+    const { a, segmentId } = await seedDashboard(ctx);
+    const s = await openDashboard(ctx, a.scope!);
+    // Saved before the cost rule refused it, written as the store holds it.
+    const broken = `seg__${a.scope}__broken`;
+    await ctx.sql`
+      insert into segments (scope, id, name, condition, created_at, updated_at)
+      values (${a.scope!}, ${broken}, 'Broken', ${
+      JSON.stringify(injectScopePredicate({
+        type: "profilePropertyCondition",
+        parameterValues: {
+          propertyName: "properties.email",
+          comparisonOperator: "matchesRegex",
+          propertyValue: "(.?){255}".repeat(22),
+        },
+      }, a.scope!))
+    }::text::json, now(), now())`;
+    const list = await html(ctx, "/app/segments", s);
+    assert.deepEqual(tableRows(list, "segments"), [
+      ["Broken", broken, "—"],
+      ["Has email", segmentId, "12"],
+    ]);
+    assert.doesNotMatch(list, /regular expression|too costly/i);
+    const customer = await html(ctx, "/app/customers/c4%40example.com", s);
+    assert.match(customer, new RegExp(`data-list="segments-unknown">[\\s\\S]*?${broken}`));
+    assert.match(customer, new RegExp(`data-list="segments">[\\s\\S]*?${segmentId}`));
+    assert.doesNotMatch(customer, /regular expression|too costly/i);
+  }, APP_ENV);
+});
