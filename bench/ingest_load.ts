@@ -40,11 +40,20 @@ import postgres from "postgres";
 import { monotonicFactory } from "ulid";
 import { openDatabase, type Sql } from "../lib/store/db.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
-import { type Engine, type EventBatch, type IngestEvent } from "../lib/engine/engine.ts";
+import type { Engine, EventBatch } from "../lib/engine/engine.ts";
 import { createQueueHandler } from "../lib/ingest/forwarder.ts";
 import { enqueueBatch, readBacklog } from "../lib/ingest/queue.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
+import {
+  BATCH,
+  EVENTS_PER_PROFILE,
+  makeBatches,
+  prng,
+  rawRows,
+  type Shape,
+  SHAPES,
+} from "./ingest_workload.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -52,7 +61,6 @@ const REQUESTS = intEnv("BENCH_REQUESTS", 3000);
 const WARMUP = intEnv("BENCH_WARMUP", 300);
 const CONCURRENCY = intEnv("BENCH_CONCURRENCY", 32);
 const FORWARD_EVENTS = intEnv("BENCH_FORWARD_EVENTS", 20_000);
-const BATCH = 50;
 const PROFILES = 5000;
 const APPLIERS = 4;
 const SAMPLE_EVERY = 20;
@@ -246,18 +254,6 @@ const FLOOR_ENQUEUE = `
 `;
 
 // --- workload -------------------------------------------------------------------------------
-
-/** A small seeded PRNG (mulberry32), so every run sends the same workload. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface WireEvent {
   eventType: string;
@@ -861,33 +857,6 @@ interface ForwardRow {
   timedOut: boolean;
 }
 
-type Shape = "new profiles" | "realistic";
-const SHAPES: Shape[] = ["new profiles", "realistic"];
-/** Events per profile (and session) in the realistic shape. */
-const EVENTS_PER_PROFILE = 10;
-
-/** The batches of a forwarder run: unique profiles per `run` and `shape`. */
-function makeBatches(scope: string, count: number, shape: Shape, run: string): EventBatch[] {
-  const random = prng(count);
-  const perProfile = shape === "realistic" ? EVENTS_PER_PROFILE : 1;
-  const batches: EventBatch[] = [];
-  for (let i = 0; i < count; i += BATCH) {
-    const events: IngestEvent[] = Array.from({ length: Math.min(BATCH, count - i) }, (_, j) => {
-      const k = Math.floor((i + j) / perProfile);
-      const n = 1 + Math.floor(random() * 1000);
-      return {
-        id: newId(),
-        eventType: "page_viewed",
-        profileId: `${run}_${k}`,
-        sessionId: `${run}_s${k}`,
-        properties: { url: `https://${SCOPE}/products/${n}`, title: `Product ${n}` },
-      };
-    });
-    batches.push({ scope, source: "server", receivedAt: new Date().toISOString(), events });
-  }
-  return batches;
-}
-
 /** Runs `apply` over the batches from `workers` concurrent appliers; returns events/s. */
 async function drive(
   batches: EventBatch[],
@@ -952,23 +921,6 @@ async function driveForwarder(
   }
 }
 
-/** The rows the engine would store, as a DBA's INSERT sends them. */
-function rawRows(batch: EventBatch) {
-  return batch.events.map((e) => ({
-    scope: batch.scope,
-    id: e.id,
-    profile_id: e.profileId,
-    session_id: e.sessionId!,
-    event_type: e.eventType,
-    time_stamp: batch.receivedAt,
-    properties: JSON.stringify(e.properties ?? {}),
-    flattened_properties: "{}",
-    target: null,
-    source: batch.source,
-    received_at: batch.receivedAt,
-  }));
-}
-
 /**
  * Per traffic shape: the floor (four writers of plain 50-row INSERTs into a table shaped like
  * `events` with its primary key only), engine.applyEvents per batch from four appliers, and the
@@ -997,11 +949,14 @@ async function benchForwarder(store: string, sql: Sql): Promise<ForwardRow[]> {
     await sql`insert into raw_events ${sql(rawRows(batch))}`;
   };
   progress(`${store}: forwarder warm-up`);
-  for (const batch of makeBatches("warm.myshopify.com", 10 * BATCH, "realistic", "warm")) {
+  for (const batch of makeBatches("warm.myshopify.com", 10 * BATCH, "realistic", "warm", newId)) {
     await applyEngine(batch);
     await applyRaw(batch);
   }
-  await driveForwarder(makeBatches("warm.myshopify.com", 20 * BATCH, "realistic", "warmq"), engine);
+  await driveForwarder(
+    makeBatches("warm.myshopify.com", 20 * BATCH, "realistic", "warmq", newId),
+    engine,
+  );
   const rows: ForwardRow[] = [];
   const scopes: string[] = [];
   for (const [s, shape] of SHAPES.entries()) {
@@ -1010,20 +965,20 @@ async function benchForwarder(store: string, sql: Sql): Promise<ForwardRow[]> {
     const mode = `${APPLIERS} concurrent`;
     progress(`${store} ${shape}: plain multi-row INSERT, ${FORWARD_EVENTS} events, ${mode}`);
     const viaInsert = await drive(
-      makeBatches(scope, FORWARD_EVENTS, shape, "raw"),
+      makeBatches(scope, FORWARD_EVENTS, shape, "raw", newId),
       APPLIERS,
       applyRaw,
     );
     progress(`${store} ${shape}: engine.applyEvents per batch, ${mode}`);
     const before = engineErrors;
     const viaEngine = await drive(
-      makeBatches(scope, FORWARD_EVENTS, shape, "engine"),
+      makeBatches(scope, FORWARD_EVENTS, shape, "engine", newId),
       APPLIERS,
       applyEngine,
     );
     progress(`${store} ${shape}: the forwarder draining the queue`);
     const viaQueue = await driveForwarder(
-      makeBatches(scope, FORWARD_EVENTS, shape, "queue"),
+      makeBatches(scope, FORWARD_EVENTS, shape, "queue", newId),
       engine,
     );
     for (
