@@ -9,19 +9,25 @@
  *    `kv.enqueue`: the limit of queue-based ingest), and the service (main.ts) with a brand and key
  *    provisioned through the operator CLI. The service runs on embedded PGlite and, when
  *    PostgreSQL answers at BENCH_DATABASE_URL, on a fresh database created for the run.
- * 2. Forwarder, per traffic shape (every event a new profile; realistic: ten events per profile
- *    and session): the floor, four writers of plain 50-row INSERTs into a scratch table shaped
- *    like `events` (primary key only); `createEmbeddedEngine(...).applyEvents(batch)` from four
- *    appliers; and the forwarder itself (`createQueueHandler`, default settings) draining a queue
- *    that holds the same number of events, on PostgreSQL and on PGlite.
  *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
+ * 2. Forwarder. First the queues' own delivery rate (Deno KV's queue in memory and in a file, and
+ *    the outbox; 50-event and full messages; a listener that only counts): the ceiling a queue
+ *    puts on the forwarder. Then per traffic shape (every event a new profile; realistic: ten
+ *    events per profile and session), on PostgreSQL and on PGlite: the floor of the targets, four
+ *    writers of plain 50-row INSERTs into `raw_events` (a copy of `events` with its primary key
+ *    only) run by bench/ingest_floor.ts in a process of its own, before and after ours (mean);
+ *    the same floor in this process (information: its writers share the driver's event loop);
+ *    `createEmbeddedEngine(...).applyEvents(batch)` from four appliers; and the forwarder itself
+ *    (`createQueueHandler`, default settings) draining a queue that holds the same number of
+ *    events.
  * 3. Visibility: the service as deployed by default (its own bounded forwarder) over a fresh KV
  *    store, under a steady BENCH_VISIBILITY_RATE; every 20th batch is timed from its 202 until
  *    its first event is readable in `events`.
  * 4. Sustained: the service as deployed by default (only the rate limit lifted) offered
  *    BENCH_SUSTAINED_RATE requests/s of 50 realistic events open-loop for
  *    BENCH_SUSTAINED_SECONDS; the events applied by the end of the load, and how long the backlog
- *    takes to drain after it.
+ *    takes to drain after it; the floor (in its own process, on the same database) before the
+ *    load and after the drain, for information.
  *
  * Prints progress on stderr, then markdown tables and one JSON summary line on stdout. Targets
  * are reported PASS/FAIL, never asserted. The exit code is 1 only when the run is invalid (a
