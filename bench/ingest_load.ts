@@ -947,7 +947,7 @@ async function drive(
 }
 
 interface DeliveryRow {
-  /** The queue: Deno KV's own (in memory, as the forwarder phase; in a file, as the service), or the outbox. */
+  /** Deno KV's queue (in memory as the forwarder phase, in a file as the service) or the outbox. */
   queue: string;
   messages: number;
   events: number;
@@ -964,8 +964,8 @@ interface DeliveryRow {
 /**
  * How fast a queue delivers the ingest messages when handling them costs nothing: `messages`
  * messages of `perMessage` events are enqueued as the edge does (`enqueueBatch`, markers and
- * all), then a listener that only counts them starts and the clock runs until the last one. What
- * the forwarder drains can never beat this: it is the ceiling the queue puts on ingest.
+ * all), then a listener that only counts them starts; the rate runs from its first delivery to
+ * its last. What the forwarder drains can never beat this: it is the ceiling the queue puts on it.
  */
 async function measureDelivery(
   queue: string,
@@ -1043,8 +1043,8 @@ async function measureDelivery(
 async function benchDelivery(): Promise<DeliveryRow[]> {
   const sample = makeBatches("kv.myshopify.com", 20 * BATCH, "realistic", "kv", newId)
     .flatMap((b) => b.events);
-  // As many events as one message holds (the edge packs concurrent requests up to that).
-  // (a little under what the sample's first message holds: events differ a little in size).
+  // Full messages, as the edge packs concurrent requests: 90% of what the sample's first message
+  // holds, since events differ a little in size and one event too many splits a message in two.
   const full = Math.floor(0.9 * chunkEvents(sample)[0]!.length);
   const dir = await tempDir("bench_ingest_delivery_");
   let files = 0;
@@ -1124,8 +1124,9 @@ async function driveForwarder(
 
 /**
  * Per traffic shape: the floor (four writers of plain 50-row INSERTs into a table shaped like
- * `events` with its primary key only), engine.applyEvents per batch from four appliers, and the
- * forwarder draining the same events from the queue.
+ * `events` with its primary key only) in a process of its own before and after ours, the same
+ * floor in this process (information), engine.applyEvents per batch from four appliers, and the
+ * forwarder draining the same events from the queue. `target` is where the floor process connects.
  */
 async function benchForwarder(
   store: string,
