@@ -84,3 +84,37 @@ export function startBenchRun(name: string, limitMs: number): BenchRun {
   };
   return run;
 }
+
+/** Reads a byte stream line by line until it ends. */
+export function pumpLines(
+  stream: ReadableStream<Uint8Array>,
+  onLine: (line: string) => void,
+): Promise<void> {
+  return (async () => {
+    let buffer = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      buffer += chunk;
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        onLine(buffer.slice(0, newline));
+        buffer = buffer.slice(newline + 1);
+      }
+    }
+    if (buffer) onLine(buffer);
+  })().catch(() => {});
+}
+
+/** Stops a child process: SIGTERM, then SIGKILL when it has not exited within `graceMs`. */
+export async function stopChild(child: Deno.ChildProcess, graceMs = 10_000): Promise<void> {
+  try {
+    child.kill("SIGTERM");
+  } catch { /* already gone */ }
+  try {
+    await withTimeout(child.status, graceMs, "SIGTERM");
+  } catch {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already gone */ }
+    await child.status;
+  }
+}

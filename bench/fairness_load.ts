@@ -26,7 +26,14 @@
  */
 import postgres from "postgres";
 import { signSessionToken } from "../lib/tenancy/session_token.ts";
-import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
+import {
+  intEnv,
+  percentile,
+  pumpLines,
+  startBenchRun,
+  stopChild,
+  withTimeout,
+} from "./bench_support.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -44,36 +51,6 @@ const PATTERNS = 20;
 const TARGET_P95_MS = 100;
 
 const run = startBenchRun("fairness_load", 10 * 60_000);
-
-/** Reads a byte stream line by line until it ends. */
-function pumpLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
-  return (async () => {
-    let buffer = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      buffer += chunk;
-      let newline;
-      while ((newline = buffer.indexOf("\n")) >= 0) {
-        onLine(buffer.slice(0, newline));
-        buffer = buffer.slice(newline + 1);
-      }
-    }
-    if (buffer) onLine(buffer);
-  })().catch(() => {});
-}
-
-async function stopChild(child: Deno.ChildProcess): Promise<void> {
-  try {
-    child.kill("SIGTERM");
-  } catch { /* already gone */ }
-  try {
-    await withTimeout(child.status, 15_000, "SIGTERM");
-  } catch {
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already gone */ }
-    await child.status;
-  }
-}
 
 /** Runs the operator CLI to completion and returns its JSON answer. */
 async function admin(args: string[], env: Record<string, string>): Promise<Record<string, string>> {
@@ -121,7 +98,7 @@ async function startService(env: Record<string, string>): Promise<string> {
     }),
   ];
   run.onCleanup("stop the service", async () => {
-    await stopChild(child);
+    await stopChild(child, 15_000);
     await Promise.all(pumps);
   });
   try {

@@ -51,7 +51,14 @@ import { createQueueHandler } from "../lib/ingest/forwarder.ts";
 import { chunkEvents, enqueueBatch, readBacklog } from "../lib/ingest/queue.ts";
 import { createOutbox } from "../lib/ingest/outbox.ts";
 import { migrate } from "../lib/store/migrations.ts";
-import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
+import {
+  intEnv,
+  percentile,
+  pumpLines,
+  startBenchRun,
+  stopChild,
+  withTimeout,
+} from "./bench_support.ts";
 import {
   BATCH,
   EVENTS_PER_PROFILE,
@@ -121,36 +128,6 @@ function sleep(ms: number): Promise<void> {
 }
 
 // --- subprocesses ---------------------------------------------------------------------------
-
-/** Reads a byte stream line by line until it ends. */
-function pumpLines(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void) {
-  return (async () => {
-    let buffer = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      buffer += chunk;
-      let newline;
-      while ((newline = buffer.indexOf("\n")) >= 0) {
-        onLine(buffer.slice(0, newline));
-        buffer = buffer.slice(newline + 1);
-      }
-    }
-    if (buffer) onLine(buffer);
-  })().catch(() => {});
-}
-
-async function stopChild(child: Deno.ChildProcess): Promise<void> {
-  try {
-    child.kill("SIGTERM");
-  } catch { /* already gone */ }
-  try {
-    await withTimeout(child.status, 10_000, "SIGTERM");
-  } catch {
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already gone */ }
-    await child.status;
-  }
-}
 
 interface Server {
   name: string;
