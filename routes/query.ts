@@ -204,12 +204,8 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
   // What every query shares: the item type, the caller's condition prepared for the scope, now.
   const question = (scope: string, itemType: string, condition: unknown) => {
     const type = _itemType(itemType);
-    return {
-      itemType: type,
-      scope,
-      condition: queryCondition(condition, type, scope),
-      now: deps.now(),
-    };
+    const now = deps.now();
+    return { itemType: type, scope, condition: queryCondition(condition, type, now), now };
   };
 
   return newRouter()
