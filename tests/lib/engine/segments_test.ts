@@ -17,7 +17,7 @@ import {
   type SegmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
-import { scopedCondition } from "../../../lib/engine/caller_condition.ts";
+import { queryCondition, scopedCondition } from "../../../lib/engine/caller_condition.ts";
 import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
@@ -307,7 +307,7 @@ Deno.test("segmentMembers: membership equals countItems on the same condition, s
       const counted = await countItems(sql, {
         itemType: "profile",
         scope: A,
-        condition: view.condition,
+        condition: queryCondition(raw, "profile", NOW),
         now: NOW,
       });
       assert.equal(counted, expected.length, label);
