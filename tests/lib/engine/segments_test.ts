@@ -14,6 +14,7 @@ import {
   segmentId,
   segmentMembers,
   segmentsOfProfile,
+  segmentsOfProfiles,
   type SegmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
@@ -794,6 +795,65 @@ Deno.test("segmentsOfProfile: one statement decides every segment of the brand, 
   });
 });
 
+Deno.test("segmentsOfProfiles: one statement decides every segment for a set of profiles, on one permit", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "adults", olderThan(18));
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "nobody", NOTHING);
+    await store(sql, "ordered", {
+      type: "pastEventCondition",
+      parameterValues: {
+        eventCondition: {
+          type: "eventTypeCondition",
+          parameterValues: { eventTypeId: "order_created" },
+        },
+      },
+    });
+    // A row written by older code, without the injected scope predicate: evaluated whole.
+    await sql`
+      insert into segments (scope, id, name, description, condition, created_at, updated_at)
+      values (${A}, ${segmentId(A, "legacy")}, 'legacy', null,
+              ${JSON.stringify(olderThan(45))}::text::json, ${NOW}, ${NOW})`;
+    const budget = recordedBudget(1);
+    let result: Map<string, { member: string[]; unknown: string[] }> | undefined;
+    // p08 exists only in B, p99 nowhere: both belong to nothing here; p01 is asked twice.
+    const ids = ["p01", "p02", "p05", "p06", "p08", "p99", "p01"];
+    const sent = await statements(sql, async () => {
+      result = await segmentsOfProfiles(sql, A, ids, NOW, budget);
+    });
+    const id = (key: string) => segmentId(A, key);
+    assert.deepEqual(Object.fromEntries(result!), {
+      p01: { member: [id("emails"), id("ordered")], unknown: [] },
+      p02: { member: [id("adults")], unknown: [] },
+      p05: { member: [id("adults"), id("emails"), id("legacy")], unknown: [] },
+      p06: { member: [id("emails")], unknown: [] },
+      p08: { member: [], unknown: [] },
+      p99: { member: [], unknown: [] },
+    });
+    // The list of segments, then one statement for every segment and every profile.
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 1);
+    assert.equal(budget.taken, 1);
+    assert.equal(budget.held(), 0);
+    // Each profile alone is decided the same way.
+    for (const profileId of ["p01", "p02", "p05", "p06", "p08"]) {
+      assert.deepEqual(
+        await segmentsOfProfile(sql, A, profileId, NOW, recordedBudget(1)),
+        result!.get(profileId),
+        profileId,
+      );
+    }
+    // No profile asked: no statement, no permit.
+    const idle = recordedBudget(1);
+    assert.deepEqual(await segmentsOfProfiles(sql, A, [], NOW, idle), new Map());
+    assert.equal(idle.taken, 0);
+    // Without a permit every segment is unknown for every profile.
+    const none = await segmentsOfProfiles(sql, A, ["p01", "p02"], NOW, recordedBudget(0));
+    const all = [id("adults"), id("emails"), id("legacy"), id("nobody"), id("ordered")];
+    assert.deepEqual(none.get("p01"), { member: [], unknown: all });
+    assert.deepEqual(none.get("p02"), { member: [], unknown: all });
+  });
+});
+
 Deno.test("segmentsOfProfile: a segment that fails is unknown, the others decided; without a permit all are unknown", async () => {
   await withSeeded(async (sql) => {
     await store(sql, "emails", HAS_EMAIL);
@@ -869,6 +929,28 @@ Deno.test("segmentsOfProfile: a segment past the time budget is unknown, the che
     assert.equal(running!.n, 0);
   });
 });
+
+Deno.test(
+  "segmentsOfProfiles: a segment past the time budget is unknown for every profile, the cheap ones decided",
+  {
+    // PGlite runs in this thread and does not enforce statement_timeout: nothing can interrupt it.
+    ignore: !DATABASE_URL,
+  },
+  async () => {
+    await withSeeded(async (sql) => {
+      await store(sql, "emails", HAS_EMAIL);
+      await store(sql, "adults", olderThan(18));
+      await store(sql, "a_slow", slowPatterns(20));
+      const budget = recordedBudget(1, 100);
+      const result = await segmentsOfProfiles(sql, A, ["p01", "p02"], NOW, budget);
+      assert.deepEqual(Object.fromEntries(result), {
+        p01: { member: [segmentId(A, "emails")], unknown: [segmentId(A, "a_slow")] },
+        p02: { member: [segmentId(A, "adults")], unknown: [segmentId(A, "a_slow")] },
+      });
+      assert.equal(budget.held(), 0);
+    });
+  },
+);
 
 Deno.test("segmentsOfProfile: a spent budget leaves the segments unknown without running them", async () => {
   await withSeeded(async (sql) => {
