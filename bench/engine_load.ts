@@ -13,8 +13,8 @@
  *    printed, never measured.
  * 2. For each operation: warm-ups, then iterations alternating which side runs first; p50/p99
  *    of ours and of the floor, and a check that both return the same answer. Ours is called as
- *    the routes call it (profile conditions carry the injected scope predicate of
- *    routes/query.ts and segments), without the route's read-only transaction, so the
+ *    the routes call it (conditions parsed by queryCondition as routes/query.ts does, segments
+ *    stored through scopedCondition), without the route's read-only transaction, so the
  *    comparison isolates the SQL shape. POST /cdp/query/profile/count is also timed through an
  *    in-process app and reported separately.
  * 3. Export: rows/s of one segment page (openExport, the stream consumed) vs a
