@@ -201,7 +201,7 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
   const run = <T>(brandId: string, fn: (sql: AppDeps["sql"]) => Promise<T>) =>
     heavyReads.run(brandId, () => withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn));
 
-  // What every query shares: the item type, the caller's condition prepared for the scope, now.
+  // What every query shares: the item type, the scope, the caller's condition parsed at now.
   const question = (scope: string, itemType: string, condition: unknown) => {
     const type = _itemType(itemType);
     const now = deps.now();
