@@ -100,7 +100,8 @@ function _strip(node: unknown, depth: number): unknown | null {
  * The caller's tree inside a stored segment condition and the JSON path it sits at. Segments
  * store the caller's tree with the brand's predicate AND-injected in front (the form GET shows);
  * that predicate restates the enclosing query's own `p.scope` filter, so it is taken off again
- * rather than evaluated. A row of any other shape (written by older code) is returned whole, at `$`.
+ * rather than evaluated. A row of any other shape (written by older code) is returned whole, at
+ * `$`.
  */
 export function storedCallerTree(stored: unknown, scope: string): { tree: unknown; path: string } {
   if (isObject(stored) && own(stored, "type") === "booleanCondition") {

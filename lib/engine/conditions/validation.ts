@@ -104,7 +104,8 @@ function _unknownKeys(
 /**
  * Parses an untrusted tree against the public allowlist and reports every problem by JSON
  * path. `allowScope` false (the default) rejects any property name with a `scope` or
- * `shopDomain` segment; `capPatterns` refuses a tree with more than MAX_CONDITION_PATTERNS matchesRegex patterns.
+ * `shopDomain` segment; `capPatterns` refuses a tree with more than MAX_CONDITION_PATTERNS
+ * matchesRegex patterns.
  */
 export function validateCondition(raw: unknown, options: ConditionOptions): ConditionValidation {
   const root = options.root ?? "$";
