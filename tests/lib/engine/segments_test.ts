@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../../../lib/store/db.ts";
 import { countItems } from "../../../lib/engine/queries.ts";
+import { queryCondition } from "../../../lib/engine/caller_condition.ts";
 import {
   countMembers,
   countSegments,
@@ -18,7 +19,7 @@ import {
   type SegmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
-import { queryCondition, scopedCondition } from "../../../lib/engine/caller_condition.ts";
+import { scopedCondition } from "../../../lib/engine/caller_condition.ts";
 import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
