@@ -13,8 +13,8 @@
  *    printed, never measured.
  * 2. For each operation: warm-ups, then iterations alternating which side runs first; p50/p99
  *    of ours and of the floor, and a check that both return the same answer. Ours is called as
- *    the routes call it (profile conditions carry the injected scope predicate of
- *    routes/query.ts and segments), without the route's read-only transaction, so the
+ *    the routes call it (conditions parsed by queryCondition as routes/query.ts does, segments
+ *    stored through scopedCondition), without the route's read-only transaction, so the
  *    comparison isolates the SQL shape. POST /cdp/query/profile/count is also timed through an
  *    in-process app and reported separately.
  * 3. Export: rows/s of one segment page (openExport, the stream consumed) vs a
@@ -57,7 +57,7 @@ import { createApp } from "../routes/app.ts";
 import { createBrand } from "../lib/tenancy/brands.ts";
 import { loadConfig } from "../lib/config.ts";
 import { openDatabase, type Sql } from "../lib/store/db.ts";
-import { type Condition, injectScopePredicate } from "../lib/engine/conditions.ts";
+import type { Condition } from "../lib/engine/conditions.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { listProfileEvents, listProfiles, profileIds } from "../lib/engine/profiles.ts";
 import { aggregate, countItems, metrics } from "../lib/engine/queries.ts";
@@ -69,7 +69,7 @@ import {
   segmentId,
   type SegmentView,
 } from "../lib/engine/segments.ts";
-import { scopedCondition } from "../lib/engine/caller_condition.ts";
+import { queryCondition, scopedCondition } from "../lib/engine/caller_condition.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { openTokenCipher } from "../lib/tenancy/token_cipher.ts";
 import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
@@ -740,7 +740,7 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
     countItems(sql, {
       itemType: "profile",
       scope,
-      condition: injectScopePredicate(c, scope),
+      condition: queryCondition(c ?? undefined, "profile", NOW),
       now: NOW,
     });
   const one = async (query: postgres.PendingQuery<postgres.Row[]>) => Number((await query)[0]!.n);
@@ -796,7 +796,13 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
   ));
   add(countPair(
     "count events order_created in 30 d",
-    () => countItems(sql, { itemType: "event", scope, condition: ORDERS_LAST_30_DAYS, now: NOW }),
+    () =>
+      countItems(sql, {
+        itemType: "event",
+        scope,
+        condition: queryCondition(ORDERS_LAST_30_DAYS, "event", NOW),
+        now: NOW,
+      }),
     () =>
       one(sql`
         select count(*)::int as n from events
@@ -821,7 +827,7 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
         scope,
         property: "properties.age",
         metrics: ["sum", "avg", "min", "max"],
-        condition: injectScopePredicate(TIER_GOLD, scope),
+        condition: queryCondition(TIER_GOLD, "profile", NOW),
         now: NOW,
       }),
     floor: async () =>
@@ -842,10 +848,11 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
         scope,
         property: "properties.total",
         metrics: ["sum", "avg", "min", "max"],
-        condition: {
-          type: "eventTypeCondition",
-          parameterValues: { eventTypeId: "order_created" },
-        },
+        condition: queryCondition(
+          { type: "eventTypeCondition", parameterValues: { eventTypeId: "order_created" } },
+          "event",
+          NOW,
+        ),
         now: NOW,
       }),
     floor: async () =>
@@ -872,7 +879,7 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
           type: "numericRange",
           ranges: [{ to: 30 }, { from: 30, to: 50 }, { from: 50 }],
         },
-        condition: injectScopePredicate(null, scope),
+        condition: null,
         now: NOW,
       }),
     floor: async () =>

@@ -201,15 +201,11 @@ export function queryRoutes(deps: AppDeps, options: { heavyReads: BrandConcurren
   const run = <T>(brandId: string, fn: (sql: AppDeps["sql"]) => Promise<T>) =>
     heavyReads.run(brandId, () => withQueryBudget(deps.sql, deps.config.queryTimeoutMs, fn));
 
-  // What every query shares: the item type, the caller's condition prepared for the scope, now.
+  // What every query shares: the item type, the scope, the caller's condition parsed at now.
   const question = (scope: string, itemType: string, condition: unknown) => {
     const type = _itemType(itemType);
-    return {
-      itemType: type,
-      scope,
-      condition: queryCondition(condition, type, scope),
-      now: deps.now(),
-    };
+    const now = deps.now();
+    return { itemType: type, scope, condition: queryCondition(condition, type, now), now };
   };
 
   return newRouter()

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Sql } from "../store/db.ts";
-import { type ReadBudget, segmentsOfProfile } from "../engine/segments.ts";
+import { type ReadBudget, segmentsOfProfiles } from "../engine/segments.ts";
 import { findProfile, identityOf, type ProfileView } from "../engine/profiles.ts";
 import { normalizeEmail, normalizePhone } from "./contacts.ts";
 import { money } from "./order_lines.ts";
@@ -122,7 +122,9 @@ export async function customerRecord(
 ) {
   const profile = resolved.profile;
   const memberships = profile &&
-    await segmentsOfProfile(sql, brand.scope, profile.itemId, now, budget);
+    (await segmentsOfProfiles(sql, brand.scope, [profile.itemId], now, budget)).get(
+      profile.itemId,
+    );
   return {
     identifier,
     matched_by: resolved.matchedBy,

@@ -1,6 +1,8 @@
 /**
- * The condition language (the engine's entry to lib/engine/conditions/): Apache Unomi 2.x condition trees, validated against the public
- * allowlist and compiled to parameterized SQL over the engine's tables (`profiles p`, `events e`).
+ * The condition language (the engine's entry to lib/engine/conditions/): Apache Unomi 2.x
+ * condition trees, parsed against the public allowlist into a typed tree (property sources
+ * resolved, values parsed) and compiled, by walking that tree, to parameterized SQL over the
+ * engine's tables (`profiles p`, `events e`).
  *
  * No SQL text is ever built from input: property names resolve through a closed map to a fixed
  * column or to `<fixed jsonb column> #> $n::text[]` with the path bound; every value is bound
@@ -40,8 +42,9 @@
  *   now-<n>d; fromDate/toDate are inclusive (toDate "now/d" includes all of today).
  * - Every compiled fragment is a plain boolean: never SQL NULL, so `not` is exact.
  *
- * The modules under `conditions/` hold the sections (vocabulary, properties, dates, values,
- * regex, validation, normalization, scope predicates, compilation, evaluation cost); import them through this module. See
+ * The modules under `conditions/` hold the sections (vocabulary, the typed tree, properties,
+ * dates, values, regex, parsing, normalization, scope predicates, compilation, evaluation cost);
+ * import them through this module. See
  * docs/conditions.md for the language.
  *
  * @module
@@ -69,6 +72,18 @@ export {
 export { inDateWindow, resolveDateExpr, timestampText } from "./conditions/dates.ts";
 export { dateText, integerValue, numberValue } from "./conditions/values.ts";
 export { parseCondition, validateCondition } from "./conditions/validation.ts";
-export { injectScopePredicate, scopePredicate, stripScopePredicates } from "./conditions/scope.ts";
+export {
+  injectScopePredicate,
+  scopePredicate,
+  storedCallerTree,
+  stripScopePredicates,
+} from "./conditions/scope.ts";
+export type {
+  ConditionNode,
+  ParsedCondition,
+  PropertyTest,
+  Scalar,
+  ScalarList,
+} from "./conditions/tree.ts";
 export { compileCondition, type CompileOptions } from "./conditions/compile.ts";
 export { type ConditionCost, conditionCost, MAX_CONDITION_PATTERNS } from "./conditions/cost.ts";

@@ -8,7 +8,7 @@ import type { Sql } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
 import {
   compileCondition,
-  type Condition,
+  type ConditionNode,
   dateText,
   inDateWindow,
   type ItemType,
@@ -48,13 +48,12 @@ function _from(
   sql: Sql,
   itemType: ItemType,
   scope: string,
-  condition: Condition | null,
-  now: Date,
+  condition: ConditionNode | null,
 ) {
   const table = itemType === "profile" ? sql`profiles p` : sql`events e`;
   const scoped = itemType === "profile" ? sql`p.scope = ${scope}` : sql`e.scope = ${scope}`;
   const where = condition
-    ? sql`${scoped} and ${compileCondition(sql, condition, { itemType, now, scope })}`
+    ? sql`${scoped} and ${compileCondition(sql, condition, { itemType, scope })}`
     : scoped;
   return { table, where };
 }
@@ -130,9 +129,9 @@ export function evaluationError(err: unknown): unknown {
 /** POST /cdp/query/{itemType}/count. */
 export async function countItems(
   sql: Sql,
-  input: { itemType: ItemType; scope: string; condition: Condition | null; now: Date },
+  input: { itemType: ItemType; scope: string; condition: ConditionNode | null; now: Date },
 ): Promise<number> {
-  const { table, where } = _from(sql, input.itemType, input.scope, input.condition, input.now);
+  const { table, where } = _from(sql, input.itemType, input.scope, input.condition);
   const [row] = await sql<{ n: number }[]>`select count(*)::int as n from ${table} where ${where}`;
   return row!.n;
 }
@@ -145,7 +144,7 @@ export async function metrics(
     scope: string;
     property: string;
     metrics: Metric[];
-    condition: Condition | null;
+    condition: ConditionNode | null;
     now: Date;
   },
 ): Promise<Record<string, number | null>> {
@@ -155,7 +154,6 @@ export async function metrics(
     input.itemType,
     input.scope,
     input.condition,
-    input.now,
   );
   const [row] = await sql<
     { sum: string | null; avg: string | null; min: string | null; max: string | null }[]
@@ -213,7 +211,7 @@ export async function aggregate(
     scope: string;
     property: string;
     aggregate: Aggregate;
-    condition: Condition | null;
+    condition: ConditionNode | null;
     now: Date;
   },
 ): Promise<Record<string, number>> {
@@ -223,7 +221,6 @@ export async function aggregate(
     input.itemType,
     input.scope,
     input.condition,
-    input.now,
   );
   const spec = input.aggregate;
   const values = _values(
@@ -233,7 +230,7 @@ export async function aggregate(
     where,
   );
   // Without a condition every item of the scope is filtered in: no second count.
-  const scoped = _from(sql, input.itemType, input.scope, null, input.now);
+  const scoped = _from(sql, input.itemType, input.scope, null);
   const all = input.condition === null
     ? sql`count(*)::int`
     : sql`(select count(*)::int from ${scoped.table} where ${scoped.where})`;

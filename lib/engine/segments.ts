@@ -6,7 +6,13 @@
  */
 import { databaseFailure, type Sql } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
-import { compileCondition, type Condition, conditionCost, type SqlFragment } from "./conditions.ts";
+import { storedCondition } from "./caller_condition.ts";
+import {
+  compileCondition,
+  type Condition,
+  type ConditionCost,
+  type SqlFragment,
+} from "./conditions.ts";
 import { exportFieldsSql, exportLine, exportLineSql, type ExportRow } from "./export_lines.ts";
 import { identityOf, type ProfileView, profileView } from "./profiles.ts";
 import { evaluationError, withQueryBudget } from "./queries.ts";
@@ -221,12 +227,8 @@ export interface Memberships {
 }
 
 /**
- * The scope's segments a profile belongs to, all evaluated by one statement (a row per segment,
- * read as it comes) on one permit of the brand's share and within `budget.timeoutMs` in all.
- * Segments without patterns or probes of other tables go first, so a slow one leaves the cheap
- * ones decided. A segment whose evaluation fails (a data error, the time budget) is unknown, as
- * are those after it in that statement; on a failure the rest get another statement while budget
- * remains, at most {@linkcode _MEMBERSHIP_FAILURES} in all. Only a database outage is thrown.
+ * The scope's segments a profile belongs to: {@linkcode segmentsOfProfiles} for one profile (a
+ * profile that does not exist belongs to nothing).
  */
 export async function segmentsOfProfile(
   sql: Sql,
@@ -235,26 +237,54 @@ export async function segmentsOfProfile(
   now: Date,
   budget: ReadBudget,
 ): Promise<Memberships> {
+  const found = await segmentsOfProfiles(sql, scope, [profileId], now, budget);
+  return found.get(profileId)!;
+}
+
+/**
+ * The scope's segments each of `profileIds` belongs to, all segments evaluated for all the
+ * profiles by one statement (a row per segment holding its members among them, read as it comes)
+ * on one permit of the brand's share and within `budget.timeoutMs` in all. Segments without
+ * patterns or probes of other tables go first, so a slow one leaves the cheap ones decided. A
+ * segment whose stored condition no longer parses, or whose evaluation fails (a data error, the
+ * time budget), is unknown for every profile, as are those after it in that statement; on a
+ * failure the rest get another statement while budget remains, at most
+ * {@linkcode _MEMBERSHIP_FAILURES} in all. Only a database outage is thrown. Every id asked for
+ * has an entry; a profile that does not exist belongs to nothing.
+ */
+export async function segmentsOfProfiles(
+  sql: Sql,
+  scope: string,
+  profileIds: readonly string[],
+  now: Date,
+  budget: ReadBudget,
+): Promise<Map<string, Memberships>> {
+  const ids = [...new Set(profileIds)];
+  const outcome = (member: (id: string) => string[], unknown: string[]) =>
+    new Map(profileIds.map((id) => [id, { member: member(id), unknown }]));
+  if (ids.length === 0) return new Map();
   const segments = await sql<{ id: string; condition: Condition }[]>`
     select id, condition from segments where scope = ${scope} order by id`;
-  if (segments.length === 0) return { member: [], unknown: [] };
+  if (segments.length === 0) return outcome(() => [], []);
   const release = budget.permit();
-  if (!release) return { member: [], unknown: segments.map((s) => s.id) };
-  const member = new Set<string>();
+  if (!release) return outcome(() => [], segments.map((s) => s.id));
+  /** The members among `ids` of each decided segment. */
+  const members = new Map<string, Set<string>>();
   const unknown = new Set<string>();
   try {
     const pending: { id: string; holds: SqlFragment; cost: number }[] = [];
     for (const segment of segments) {
       try {
-        const holds = compileCondition(sql, segment.condition, {
+        const parsed = storedCondition(segment.condition, scope, now);
+        const holds = compileCondition(sql, parsed.tree, {
           itemType: "profile",
-          now,
           scope,
           single: true,
         });
-        pending.push({ id: segment.id, holds, cost: _evaluationCost(segment.condition) });
-      } catch {
-        // A stored tree the compiler no longer takes: that segment alone is undecided.
+        pending.push({ id: segment.id, holds, cost: _evaluationCost(parsed.cost) });
+      } catch (err) {
+        if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
+        // A stored tree that no longer parses: that segment alone is undecided.
         unknown.add(segment.id);
       }
     }
@@ -267,19 +297,24 @@ export async function segmentsOfProfile(
       const remaining = Math.floor(deadline - clock());
       if (remaining < 1) break;
       const arms = pending.slice(0, batch);
-      const decided = new Map<number, boolean>();
+      const decided = new Map<number, string[]>();
       try {
         await withQueryBudget(sql, remaining, async (tx) => {
-          const union = arms.map((arm, k) => tx`select ${k}::int as k, ${arm.holds} as member`)
-            .reduce((acc, arm) => tx`${acc} union all ${arm}`);
-          // Rows are taken as they arrive: those sent before a failure stay decided.
-          await tx<{ k: number; member: boolean }[]>`
-            select m.k, m.member from profiles p cross join lateral (${union}) m
-            where p.scope = ${scope} and p.item_id = ${profileId}`
-            .forEach((row) => void decided.set(row.k, row.member));
+          // One arm per segment, each one row (an aggregate) sent once the segment is decided
+          // for every profile: arms run in order, and rows are taken as they arrive, so those
+          // sent before a failure stay decided.
+          const union = arms.map((arm, k) =>
+            tx`select ${k}::int as k,
+                 coalesce(array_agg(p.item_id) filter (where ${arm.holds}), '{}') as members
+               from targets p`
+          ).reduce((acc, arm) => tx`${acc} union all ${arm}`);
+          await tx<{ k: number; members: string[] }[]>`
+            with targets as materialized (
+              select * from profiles where scope = ${scope} and item_id = any(${ids}::text[]))
+            ${union}`
+            .forEach((row) => void decided.set(row.k, row.members));
         });
-        // Every arm decided (no row at all: the profile is gone, and belongs to nothing).
-        arms.forEach((arm, k) => decided.get(k) && member.add(arm.id));
+        arms.forEach((arm, k) => members.set(arm.id, new Set(decided.get(k) ?? [])));
         pending.splice(0, arms.length);
       } catch (err) {
         const cause = err instanceof DomainError ? err.cause : err;
@@ -294,7 +329,7 @@ export async function segmentsOfProfile(
         // Arms run in order: the first without a row is the one that failed.
         let k = 0;
         while (decided.has(k)) {
-          if (decided.get(k)) member.add(arms[k]!.id);
+          members.set(arms[k]!.id, new Set(decided.get(k)));
           k += 1;
         }
         if (k < arms.length) unknown.add(arms[k]!.id);
@@ -305,18 +340,18 @@ export async function segmentsOfProfile(
   } finally {
     release();
   }
-  return {
-    member: segments.filter((s) => member.has(s.id)).map((s) => s.id),
-    unknown: segments.filter((s) => unknown.has(s.id)).map((s) => s.id),
-  };
+  const undecided = segments.filter((s) => unknown.has(s.id)).map((s) => s.id);
+  return outcome(
+    (id) => segments.filter((s) => members.get(s.id)?.has(id)).map((s) => s.id),
+    undecided,
+  );
 }
 
 /** Statements a profile's segments may fail in before the rest are left unknown. */
 const _MEMBERSHIP_FAILURES = 3;
 
 /** Orders segments for evaluation: regex patterns weigh most, then probes, then size. */
-function _evaluationCost(condition: Condition): number {
-  const cost = conditionCost(condition);
+function _evaluationCost(cost: ConditionCost): number {
   return cost.patterns * 1_000_000 + cost.probes * 1_000 + cost.nodes;
 }
 
@@ -372,15 +407,14 @@ export async function countSegments(
 
 /**
  * The filter of a segment's members over `profiles p`, after `after` in id order if given. A
- * stored condition that no longer compiles (saved under older rules, or a date that has left
+ * stored condition that no longer parses (saved under older rules, or a date that has left
  * the window as `now` moved) is the segment's failure, not the request's: 502, naming why.
  */
 function _members(sql: Sql, segment: SegmentView, now: Date, after?: string) {
   let condition;
   try {
-    condition = compileCondition(sql, segment.condition, {
+    condition = compileCondition(sql, storedCondition(segment.condition, segment.scope, now).tree, {
       itemType: "profile",
-      now,
       scope: segment.scope,
     });
   } catch (err) {
@@ -414,8 +448,6 @@ export interface ExportPage {
   lines: ReadableStream<Uint8Array>;
 }
 
-let _exports = 0;
-
 /**
  * Opens one export page of at most `limit` members after `after`. The condition is evaluated
  * once, under `timeoutMs`: the page (plus one row, to learn whether more remain) is computed
@@ -431,8 +463,9 @@ export async function openExport(
 ): Promise<ExportPage> {
   let conn: Awaited<ReturnType<Sql["reserve"]>> | undefined;
   // Embedded PGlite serves every connection from one session, where a held cursor's name must
-  // be unique. MOVE, FETCH and CLOSE take no parameters: the name is ours, never input text.
-  const cursor = `export_page_${++_exports}`;
+  // be unique: a random one needs no counter shared by every export. MOVE, FETCH and CLOSE take
+  // no parameters: the name is ours (lowercase hex), never input text.
+  const cursor = `export_page_${crypto.randomUUID().replaceAll("-", "")}`;
   let state: "transaction" | "held" | "closed" = "transaction";
   const close = async () => {
     if (state === "closed") return;

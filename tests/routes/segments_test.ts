@@ -101,6 +101,105 @@ Deno.test("segments: define, get, update round-trip exactly with the injected sc
   });
 });
 
+Deno.test("segments: GET shows the canonical tree with the predicate, byte for byte; define, get, update, get round-trip", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    // Keys in the caller's order; an integer written as a string and a date as epoch ms are
+    // stored in their canonical forms; a foreign predicate is dropped.
+    const written = {
+      type: "booleanCondition",
+      parameterValues: {
+        subConditions: [
+          {
+            parameterValues: {
+              propertyValueInteger: "25",
+              comparisonOperator: "greaterThan",
+              propertyName: "properties.age",
+            },
+            type: "profilePropertyCondition",
+          },
+          {
+            type: "profilePropertyCondition",
+            parameterValues: {
+              propertyName: "properties.shopDomain",
+              comparisonOperator: "equals",
+              propertyValue: "other.myshopify.com",
+            },
+          },
+          {
+            type: "profilePropertyCondition",
+            parameterValues: {
+              propertyName: "properties.signup",
+              comparisonOperator: "lessThan",
+              propertyValueDate: 1767225600000,
+            },
+          },
+        ],
+        operator: "and",
+      },
+    };
+    const defined = await post(ctx, a.key, "/cdp/segments", { name: "Canon", condition: written });
+    assert.equal(defined.status, 200);
+    const { id } = await defined.json();
+    const expected = JSON.stringify({
+      id,
+      name: "Canon",
+      scope: a.scope,
+      condition: {
+        type: "booleanCondition",
+        parameterValues: {
+          operator: "and",
+          subConditions: [
+            {
+              type: "profilePropertyCondition",
+              parameterValues: {
+                propertyName: "properties.shopDomain",
+                comparisonOperator: "equals",
+                propertyValue: a.scope,
+              },
+            },
+            {
+              type: "booleanCondition",
+              parameterValues: {
+                subConditions: [
+                  {
+                    type: "profilePropertyCondition",
+                    parameterValues: {
+                      propertyValueInteger: 25,
+                      comparisonOperator: "greaterThan",
+                      propertyName: "properties.age",
+                    },
+                  },
+                  {
+                    type: "profilePropertyCondition",
+                    parameterValues: {
+                      propertyName: "properties.signup",
+                      comparisonOperator: "lessThan",
+                      propertyValueDate: "2026-01-01T00:00:00.000Z",
+                    },
+                  },
+                ],
+                operator: "and",
+              },
+            },
+          ],
+        },
+      },
+    });
+    const got = await (await ctx.request(`/cdp/segments/${id}`, a.key)).text();
+    assert.equal(got, expected);
+    const updated = await put(ctx, a.key, `/cdp/segments/${id}`, {
+      condition: JSON.parse(got).condition,
+    });
+    assert.equal(updated.status, 200);
+    assert.equal(await (await ctx.request(`/cdp/segments/${id}`, a.key)).text(), expected);
+    // The stored tree is evaluated (the members route answers, not 502).
+    const members = await ctx.request(`/cdp/segments/${id}/members`, a.key);
+    assert.equal(members.status, 200);
+    await members.body?.cancel();
+  });
+});
+
 Deno.test("segments: a foreign scope predicate is discarded and the brand's injected", async () => {
   await withContext(async (ctx) => {
     const { a, b } = await seed(ctx);

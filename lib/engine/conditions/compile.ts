@@ -1,36 +1,26 @@
 /**
- * Compilation of a validated tree to one boolean, parameterized SQL fragment over `profiles p` or
- * `events e`. Pure: no I/O, every value bound.
+ * Compilation of a parsed tree (tree.ts) to one boolean, parameterized SQL fragment over
+ * `profiles p` or `events e`. Pure: no I/O, every value bound; it only walks the tree, which
+ * parsing has already checked, resolved and anchored in time.
  *
  * @module
  */
 import type { Sql } from "../../store/db.ts";
-import { DATE_WINDOW_END, dateSpan, DAY, floorUnit, timestampText } from "./dates.ts";
+import { DATE_WINDOW_END, DAY, floorUnit, timestampText } from "./dates.ts";
 import {
   type Column,
   columnSql,
   jsonRootSql,
   propertyExpression,
   type PropertySource,
-  resolveProperty,
   singleKey,
 } from "./properties.ts";
-import { invalidCondition, validateCondition } from "./validation.ts";
-import {
-  type Condition,
-  type ItemType,
-  type PropertyContext,
-  type SqlFragment,
-  VALUE_KEYS,
-  VALUE_PARAMS,
-  type ValueKind,
-} from "./vocabulary.ts";
+import type { ConditionNode, PropertyTest, Scalar, ScalarList } from "./tree.ts";
+import type { ItemType, SqlFragment } from "./vocabulary.ts";
 
 /** Options of {@linkcode compileCondition}. */
 export interface CompileOptions {
   itemType: ItemType;
-  /** Anchors date math. */
-  now: Date;
   /** The scope the enclosing query filters on (`p.scope = scope` or `e.scope = scope`). */
   scope: string;
   /**
@@ -42,55 +32,46 @@ export interface CompileOptions {
 
 interface _Ctx {
   sql: Sql;
-  now: Date;
   scope: string;
   single: boolean;
 }
 
 /**
- * Compiles a validated tree to a boolean SQL fragment over `p` (profiles) or `e` (events) of
- * `options.scope`; it re-validates (scope references allowed) and throws 400
- * `invalid_condition` on a bad tree. The fragment is never SQL NULL and is only meaningful under
- * the enclosing query's own scope filter. Returned synchronously: interpolate it
+ * Compiles a parsed tree to a boolean SQL fragment over `p` (profiles) or `e` (events) of
+ * `options.scope`. The fragment is never SQL NULL and is only meaningful under the enclosing
+ * query's own scope filter. Returned synchronously: interpolate it
  * (`sql\`... where p.scope = ${scope} and ${fragment}\``), do not await it.
  */
 export function compileCondition(
   sql: Sql,
-  condition: Condition,
+  tree: ConditionNode,
   options: CompileOptions,
 ): SqlFragment {
-  // Validated against the same `now` as it compiles with: a date math value is in the window
-  // at that instant, or refused here rather than by the database.
-  const checked = validateCondition(condition, {
-    itemType: options.itemType,
-    allowScope: true,
-    now: options.now,
-  });
-  if (!checked.ok) throw invalidCondition(checked.issues);
-  const ctx = { sql, now: options.now, scope: options.scope, single: options.single ?? false };
-  return _compileNode(ctx, checked.condition, options.itemType);
+  const ctx = { sql, scope: options.scope, single: options.single ?? false };
+  return _compileNode(ctx, tree, options.itemType);
 }
 
-function _compileNode(c: _Ctx, node: Condition, context: ItemType): SqlFragment {
+function _compileNode(c: _Ctx, node: ConditionNode, context: ItemType): SqlFragment {
   const { sql } = c;
-  const params = node.parameterValues;
   switch (node.type) {
-    case "booleanCondition": {
-      const parts = (params.subConditions as Condition[]).map((sub) =>
-        _compileNode(c, sub, context)
-      );
-      return params.operator === "and" ? _and(sql, parts) : _or(sql, parts);
+    case "and":
+    case "or": {
+      const parts = node.subConditions.map((sub) => _compileNode(c, sub, context));
+      return node.type === "and" ? _and(sql, parts) : _or(sql, parts);
     }
-    case "notCondition":
-      return sql`(not ${_compileNode(c, params.subCondition as Condition, context)})`;
-    case "matchAllCondition":
+    case "not":
+      return sql`(not ${_compileNode(c, node.subCondition, context)})`;
+    case "matchAll":
       return sql`true`;
-    case "eventTypeCondition":
-      return sql`(e.event_type = ${params.eventTypeId as string}::text)`;
-    case "pastEventCondition":
-      return _compilePastEvents(c, params);
-    case "sessionPropertyCondition": {
-      const holds = _compileProperty(c, params, "session");
+    case "eventType":
+      return sql`(e.event_type = ${node.eventTypeId}::text)`;
+    case "pastEvents":
+      return _compilePastEvents(c, node);
+    case "property": {
+      const holds = node.negated
+        ? sql`(not ${_compileTest(c, node.source, node.test)})`
+        : _compileTest(c, node.source, node.test);
+      if (!node.session) return holds;
       // An event's own session; for a profile, any of its sessions (a merge moves them over).
       return context === "event"
         ? sql`(exists (select 1 from sessions s
@@ -98,8 +79,6 @@ function _compileNode(c: _Ctx, node: Condition, context: ItemType): SqlFragment 
         : sql`(exists (select 1 from sessions s
             where s.scope = ${c.scope} and s.profile_id = p.item_id and ${holds}))`;
     }
-    default:
-      return _compileProperty(c, params, context);
   }
 }
 
@@ -116,28 +95,17 @@ function _or(sql: Sql, parts: SqlFragment[]): SqlFragment {
  * (alias-resolved) profiles and joined (a hash semi- or anti-join); probing each profile's
  * history instead costs an index lookup per profile, which only pays for a single profile.
  */
-function _compilePastEvents(c: _Ctx, params: Record<string, unknown>): SqlFragment {
-  const { sql, now } = c;
+function _compilePastEvents(
+  c: _Ctx,
+  node: Extract<ConditionNode, { type: "pastEvents" }>,
+): SqlFragment {
+  const { sql } = c;
   const where: SqlFragment[] = [sql`e.scope = ${c.scope}`];
-  if (params.numberOfDays !== undefined) {
-    const since = new Date(now.getTime() - (params.numberOfDays as number) * DAY);
-    where.push(sql`e.time_stamp > ${_timestamp(sql, since)}`);
-  }
-  if (params.fromDate !== undefined) {
-    const [from] = dateSpan("dateExpr", params.fromDate as string, now);
-    where.push(sql`e.time_stamp >= ${_timestamp(sql, from)}`);
-  }
-  if (params.toDate !== undefined) {
-    const [, until] = dateSpan("dateExpr", params.toDate as string, now);
-    where.push(sql`e.time_stamp < ${_timestamp(sql, until)}`);
-  }
-  where.push(_compileNode(c, params.eventCondition as Condition, "event"));
-  const min = params.operator === "eventsNotOccurred"
-    ? 0
-    : (params.minimumEventCount as number | undefined) ?? 1;
-  const max = params.operator === "eventsNotOccurred"
-    ? 0
-    : params.maximumEventCount as number | undefined;
+  if (node.after !== undefined) where.push(sql`e.time_stamp > ${_timestamp(sql, node.after)}`);
+  if (node.from !== undefined) where.push(sql`e.time_stamp >= ${_timestamp(sql, node.from)}`);
+  if (node.until !== undefined) where.push(sql`e.time_stamp < ${_timestamp(sql, node.until)}`);
+  where.push(_compileNode(c, node.eventCondition, "event"));
+  const { min, max } = node;
   if (min === 0 && max === undefined) return sql`true`;
   return c.single
     ? _pastEventsOfOne(sql, _and(sql, where), min, max)
@@ -190,21 +158,13 @@ function _pastEventsOfOne(
  * parameter through JavaScript's Date, whose text for the window's end (the year 10000) has a
  * sign PostgreSQL refuses: that one instant goes as text, cast once per query.
  */
-function _timestamp(sql: Sql, time: Date): SqlFragment {
-  return time.getTime() === DATE_WINDOW_END
+function _timestamp(sql: Sql, time: number): SqlFragment {
+  return time === DATE_WINDOW_END
     ? _once(sql, sql`${timestampText(time)}::text::timestamptz`)
     : sql`${timestampText(time)}::timestamptz`;
 }
 
-type _CmpType = "text" | "numeric" | "timestamptz";
-
-function _cmpType(kind: ValueKind): _CmpType {
-  return kind === "string"
-    ? "text"
-    : kind === "integer" || kind === "double"
-    ? "numeric"
-    : "timestamptz";
-}
+type _CmpType = Scalar["type"];
 
 const _NULLABLE_COLUMNS: ReadonlySet<Column> = new Set(["p.first_visit", "p.last_visit"]);
 
@@ -350,30 +310,21 @@ type _Bound =
     lo: SqlFragment;
     hi: SqlFragment;
     span: [number, number];
-    day: [SqlFragment, SqlFragment];
   };
 
-function _bound(sql: Sql, kind: ValueKind, value: unknown, now: Date): _Bound {
-  switch (kind) {
-    case "string":
-      return { type: "text", value: sql`${value as string}::text` };
-    case "integer":
-    case "double":
-      return { type: "numeric", value: sql`${String(value)}::numeric`, n: value as number };
-    default: {
-      const [lo, hi] = dateSpan(kind, value as string, now);
-      const day = floorUnit(lo.getTime(), "d");
+function _bound(sql: Sql, value: Scalar): _Bound {
+  switch (value.type) {
+    case "text":
+      return { type: "text", value: sql`${value.value}::text` };
+    case "numeric":
+      return { type: "numeric", value: sql`${String(value.value)}::numeric`, n: value.value };
+    case "timestamptz":
       return {
         type: "timestamptz",
-        lo: _timestamp(sql, lo),
-        hi: _timestamp(sql, hi),
-        span: [lo.getTime(), hi.getTime()],
-        day: [
-          _timestamp(sql, new Date(day)),
-          _timestamp(sql, new Date(day + DAY)),
-        ],
+        lo: _timestamp(sql, value.lo),
+        hi: _timestamp(sql, value.hi),
+        span: [value.lo, value.hi],
       };
-    }
   }
 }
 
@@ -473,9 +424,7 @@ function _compareAny(
  */
 function _list(
   sql: Sql,
-  kind: ValueKind,
-  values: unknown[],
-  now: Date,
+  list: ScalarList,
 ): {
   from: SqlFragment;
   match: (s: SqlFragment) => SqlFragment;
@@ -483,11 +432,10 @@ function _list(
   /** Some element of a typed array is in the list (text and numbers only). */
   overlaps?: (elements: SqlFragment) => SqlFragment;
 } {
-  const type = _cmpType(kind);
-  if (type !== "timestamptz") {
-    const array = type === "text"
-      ? sql`${values as string[]}::text[]`
-      : sql`${values.map(String)}::numeric[]`;
+  if (list.type !== "timestamptz") {
+    const array = list.type === "text"
+      ? sql`${list.values}::text[]`
+      : sql`${list.values.map(String)}::numeric[]`;
     return {
       from: sql`unnest(${array}) as w(v)`,
       match: (s) => sql`${s} = w.v`,
@@ -495,87 +443,56 @@ function _list(
       overlaps: (elements) => sql`${elements} && ${array}`,
     };
   }
-  const spans = values.map((v) => dateSpan(kind as "date" | "dateExpr", v as string, now));
   // As text (see _timestamp), cast once per query.
   const bounds = (which: 0 | 1) =>
-    _once(sql, sql`${spans.map((span) => timestampText(span[which]))}::text[]::timestamptz[]`);
+    _once(sql, sql`${list.spans.map((span) => timestampText(span[which]))}::text[]::timestamptz[]`);
   const from = sql`unnest(${bounds(0)}, ${bounds(1)}) as w(lo, hi)`;
   const match = (s: SqlFragment) => sql`(${s} >= w.lo and ${s} < w.hi)`;
   return { from, match, any: (s) => sql`exists (select 1 from ${from} where ${match(s)})` };
 }
 
-const _NEGATIONS: Record<string, string> = {
-  notEquals: "equals",
-  notIn: "in",
-  notContains: "contains",
-  hasNoneOf: "hasSomeOf",
-  isNotDay: "isDay",
-};
-
-function _compileProperty(
-  c: _Ctx,
-  params: Record<string, unknown>,
-  context: PropertyContext,
-): SqlFragment {
-  const { sql, now } = c;
-  const resolved = resolveProperty(context, params.propertyName as string, { allowScope: true });
-  if (!resolved.ok) throw new Error(`unvalidated property name: ${resolved.message}`);
-  const source = resolved.source;
-  const operator = params.comparisonOperator as string;
-  const positive = _NEGATIONS[operator];
-  if (positive !== undefined) {
-    return sql`(not ${_compileProperty(c, { ...params, comparisonOperator: positive }, context)})`;
-  }
-  // The injected scope predicate restates the enclosing query's own scope filter.
-  if (
-    source.kind === "text" && (source.column === "p.scope" || source.column === "e.scope") &&
-    operator === "equals" && params.propertyValue === c.scope
-  ) {
-    return sql`true`;
-  }
-  if (operator === "exists" || operator === "missing") {
-    const exists = source.kind === "json"
+/** A property test, positive (the node's `negated` is applied around it). */
+function _compileTest(c: _Ctx, source: PropertySource, test: PropertyTest): SqlFragment {
+  const { sql } = c;
+  if (test.op === "exists") {
+    return source.kind === "json"
       ? _exists(sql, propertyExpression(sql, source))
       : sql`(${columnSql(sql, source.column)} is not null)`;
-    return operator === "exists" ? exists : sql`(not ${exists})`;
   }
-  const key = VALUE_KEYS.find((k) => params[k] !== undefined)!;
-  const { kind } = VALUE_PARAMS.get(key)!;
-  const value = params[key];
-  const type = _cmpType(kind);
-  const single = (op: "eq" | "gt" | "gte" | "lt" | "lte") => {
-    const b = _bound(sql, kind, value, now);
-    return _some(
-      sql,
-      source,
-      type,
-      (s) => _compare(sql, s, op, b),
-      (elements) => _compareAny(sql, elements, op, b),
-    );
-  };
-  switch (operator) {
-    case "equals":
-      return source.kind === "json" && kind === "string" && !/^[[{]/.test(value as string)
-        ? _textEquals(sql, source, value as string)
-        : single("eq");
-    case "greaterThan":
-      return single("gt");
-    case "greaterThanOrEqualTo":
-      return single("gte");
-    case "lessThan":
-      return single("lt");
-    case "lessThanOrEqualTo":
-      return single("lte");
+  switch (test.op) {
+    case "eq":
+    case "gt":
+    case "gte":
+    case "lt":
+    case "lte": {
+      const { op, value } = test;
+      if (
+        op === "eq" && source.kind === "json" && value.type === "text" &&
+        !/^[[{]/.test(value.value)
+      ) {
+        return _textEquals(sql, source, value.value);
+      }
+      const b = _bound(sql, value);
+      return _some(
+        sql,
+        source,
+        value.type,
+        (s) => _compare(sql, s, op, b),
+        (elements) => _compareAny(sql, elements, op, b),
+      );
+    }
     case "between": {
-      const [from, to] = (value as unknown[]).map((v) => _bound(sql, kind, v, now));
-      const range = _range(sql, from!, to!);
+      const from = _bound(sql, test.from);
+      const to = _bound(sql, test.to);
+      const type = test.from.type;
+      const range = _range(sql, from, to);
       if (range === false) return sql`false`;
       if (range === null) {
         return _some(
           sql,
           source,
           type,
-          (s) => sql`(${_compare(sql, s, "gte", from!)} and ${_compare(sql, s, "lte", to!)})`,
+          (s) => sql`(${_compare(sql, s, "gte", from)} and ${_compare(sql, s, "lte", to)})`,
         );
       }
       return _some(
@@ -588,15 +505,15 @@ function _compileProperty(
       );
     }
     case "contains":
-      return _some(sql, source, "text", (s) => sql`strpos(${s}, ${value as string}::text) > 0`);
+      return _some(sql, source, "text", (s) => sql`strpos(${s}, ${test.value}::text) > 0`);
     case "startsWith":
-      return _some(sql, source, "text", (s) => sql`starts_with(${s}, ${value as string}::text)`);
+      return _some(sql, source, "text", (s) => sql`starts_with(${s}, ${test.value}::text)`);
     case "endsWith":
       return _some(
         sql,
         source,
         "text",
-        (s) => sql`right(${s}, length(${value as string}::text)) = ${value as string}::text`,
+        (s) => sql`right(${s}, length(${test.value}::text)) = ${test.value}::text`,
       );
     case "matchesRegex":
       // Anchored like Lucene's regexp query: the whole value must match.
@@ -604,17 +521,16 @@ function _compileProperty(
         sql,
         source,
         "text",
-        (s) => sql`${s} ~ ${_once(sql, sql`'^(?:' || ${value as string}::text || ')$'`)}`,
+        (s) => sql`${s} ~ ${_once(sql, sql`'^(?:' || ${test.value}::text || ')$'`)}`,
       );
-    case "in":
-    case "hasSomeOf": {
-      const list = _list(sql, kind, value as unknown[], now);
-      return _some(sql, source, type, list.any, list.overlaps);
+    case "in": {
+      const list = _list(sql, test.values);
+      return _some(sql, source, test.values.type, list.any, list.overlaps);
     }
     case "all": {
-      const list = _list(sql, kind, value as unknown[], now);
+      const list = _list(sql, test.values);
       return sql`(not exists (select 1 from ${list.from} where not ${
-        _some(sql, source, type, list.match)
+        _some(sql, source, test.values.type, list.match)
       }))`;
     }
     case "inContains":
@@ -623,21 +539,21 @@ function _compileProperty(
         source,
         "text",
         (s) =>
-          sql`exists (select 1 from unnest(${value as string[]}::text[]) as w(v) where strpos(${s}, w.v) > 0)`,
+          sql`exists (select 1 from unnest(${test.values}::text[]) as w(v) where strpos(${s}, w.v) > 0)`,
       );
     case "isDay": {
-      const b = _bound(sql, kind, value, now);
-      if (b.type !== "timestamptz") throw new Error("isDay takes a date");
-      const day = _once(sql, sql`tstzrange(${b.day[0]}, ${b.day[1]}, '[)')`);
+      const start = floorUnit(test.value.lo, "d");
+      const day = _once(
+        sql,
+        sql`tstzrange(${_timestamp(sql, start)}, ${_timestamp(sql, start + DAY)}, '[)')`,
+      );
       return _some(
         sql,
         source,
-        type,
+        "timestamptz",
         (s) => sql`${day} @> ${s}`,
         (elements) => sql`${day} @> any(${elements})`,
       );
     }
-    default:
-      throw new Error(`unvalidated comparison operator ${operator}`);
   }
 }

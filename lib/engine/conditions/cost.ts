@@ -1,12 +1,13 @@
 /**
- * What a condition costs to evaluate, read from its tree: its matchesRegex patterns (each one a
- * regular expression PostgreSQL compiles on every connection that meets it, and keeps only the
- * last 32 of), its probes of other tables (past events, sessions) and its nodes.
+ * What a condition costs to evaluate, read from its parsed tree: its matchesRegex patterns (each
+ * one a regular expression PostgreSQL compiles on every connection that meets it, and keeps only
+ * the last 32 of), its probes of other tables (past events, sessions) and its nodes.
  *
  * @module
  */
-import { isObject, own } from "./shape.ts";
-import type { Condition } from "./vocabulary.ts";
+import type { ConditionCost, ConditionNode } from "./tree.ts";
+
+export type { ConditionCost } from "./tree.ts";
 
 /**
  * matchesRegex patterns one condition a caller sends may hold. A distinct pattern can cost
@@ -15,44 +16,30 @@ import type { Condition } from "./vocabulary.ts";
  */
 export const MAX_CONDITION_PATTERNS = 20;
 
-/** The parts of a tree that decide how long it takes to evaluate. */
-export interface ConditionCost {
-  /** matchesRegex comparisons. */
-  patterns: number;
-  /** pastEventCondition and sessionPropertyCondition nodes: each reads another table. */
-  probes: number;
-  nodes: number;
-}
-
-/** Counts the patterns, probes and nodes of a tree (anything not a condition counts as nothing). */
-export function conditionCost(condition: Condition | unknown): ConditionCost {
+/** Counts the patterns, probes and nodes of a parsed tree. */
+export function conditionCost(tree: ConditionNode): ConditionCost {
   const cost: ConditionCost = { patterns: 0, probes: 0, nodes: 0 };
-  // An explicit stack: a stored tree is validated to depth 10, but this never recurses anyway.
-  const stack: unknown[] = [condition];
+  // An explicit stack: a parsed tree is at most 10 deep, but this never recurses anyway.
+  const stack: ConditionNode[] = [tree];
   while (stack.length > 0) {
-    const node = stack.pop();
-    if (!isObject(node)) continue;
-    const params = own(node, "parameterValues");
-    if (!isObject(params)) continue;
+    const node = stack.pop()!;
     cost.nodes += 1;
-    const subs = own(params, "subConditions");
-    switch (own(node, "type")) {
-      case "booleanCondition":
-        if (Array.isArray(subs)) stack.push(...subs);
+    switch (node.type) {
+      case "and":
+      case "or":
+        stack.push(...node.subConditions);
         break;
-      case "notCondition":
-        stack.push(own(params, "subCondition"));
+      case "not":
+        stack.push(node.subCondition);
         break;
-      case "pastEventCondition":
+      case "pastEvents":
         cost.probes += 1;
-        stack.push(own(params, "eventCondition"));
+        stack.push(node.eventCondition);
         break;
-      case "sessionPropertyCondition":
-        cost.probes += 1;
-        if (own(params, "comparisonOperator") === "matchesRegex") cost.patterns += 1;
+      case "property":
+        if (node.session) cost.probes += 1;
+        if (node.test.op === "matchesRegex") cost.patterns += 1;
         break;
-      default:
-        if (own(params, "comparisonOperator") === "matchesRegex") cost.patterns += 1;
     }
   }
   return cost;

@@ -4,8 +4,6 @@
  *
  * @module
  */
-import { DomainError } from "../../errors.ts";
-import { quote } from "./shape.ts";
 
 const _SECOND = 1000;
 const _MINUTE = 60 * _SECOND;
@@ -218,24 +216,20 @@ export function resolveDateExpr(
   return t === null ? null : new Date(t);
 }
 
-/** A date value as the span [lo, hi) it stands for (Elasticsearch reads ranges this way). */
-export function dateSpan(kind: "date" | "dateExpr", value: string, now: Date): [Date, Date] {
-  let lo: number | null;
-  let hi: number | null;
+/**
+ * A date value as the span [lo, hi) of epoch milliseconds it stands for (Elasticsearch reads
+ * ranges this way); null when malformed or outside the years 1 to 9999 (see dateValue, dateMath).
+ */
+export function spanOf(
+  kind: "date" | "dateExpr",
+  value: string,
+  now: Date,
+): [number, number] | null {
   if (kind === "date") {
     const parsed = dateValue(value);
-    lo = parsed?.ms ?? null;
-    hi = parsed ? parsed.ms + parsed.unit : null;
-  } else {
-    lo = dateMath(value, now, false);
-    const last = dateMath(value, now, true);
-    hi = last === null ? null : last + 1;
+    return parsed ? [parsed.ms, parsed.ms + parsed.unit] : null;
   }
-  if (lo === null || hi === null) {
-    throw new DomainError(
-      "invalid_condition",
-      `the date ${quote(value)} resolves outside the years 1 to 9999`,
-    );
-  }
-  return [new Date(lo), new Date(hi)];
+  const lo = dateMath(value, now, false);
+  const last = dateMath(value, now, true);
+  return lo === null || last === null ? null : [lo, last + 1];
 }

@@ -1,6 +1,6 @@
 /**
- * The canonical form of a validated condition tree: what is stored and compiled. Every node has
- * `parameterValues`; numbers written as strings are numbers; a date given as a JSON integer
+ * The canonical JSON of a parsed condition tree: what a segment stores and GET shows. Every node
+ * has `parameterValues`; numbers written as strings are numbers; a date given as a JSON integer
  * (epoch milliseconds) is its ISO 8601 instant. Anything else is kept as written.
  *
  * @module

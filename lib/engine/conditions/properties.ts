@@ -123,8 +123,9 @@ export function resolveProperty(
   if (itemType === "session") return _resolveSession(name, segments);
   const fixed = (itemType === "profile" ? _PROFILE_FIELDS : _EVENT_FIELDS).get(name);
   if (fixed) return { ok: true, source: fixed };
-  // Every profile carries properties.shopDomain = its scope (the engine alone writes it), so the
-  // injected scope predicate reads the indexed column instead.
+  // Every profile carries properties.shopDomain = its scope (the engine alone writes it), so a
+  // scope predicate the service allows (a segment row written by older code) reads the indexed
+  // column instead.
   if (
     options.allowScope &&
     (name === "scope" || name === "shopDomain" ||

@@ -1,20 +1,22 @@
 /**
- * Validation of a condition tree against the public vocabulary and limits; every problem is
- * reported with its JSON path.
+ * Parsing of an untrusted condition tree against the public vocabulary and limits, to the typed
+ * tree of {@link ./tree.ts}: property names resolved to their sources, values parsed (dates to
+ * their spans at `now`); every problem is reported with its JSON path.
  *
  * @module
  */
 import { DomainError } from "../../errors.ts";
-import { dateMath, dateValue } from "./dates.ts";
+import { conditionCost, MAX_CONDITION_PATTERNS } from "./cost.ts";
+import { DAY, spanOf } from "./dates.ts";
 import { normalizeCondition } from "./normalize.ts";
 import { type PropertySource, resolveProperty, SOURCE_KINDS, SOURCE_TEXT } from "./properties.ts";
 import { regexProblem } from "./regex.ts";
 import { isObject, own, quote } from "./shape.ts";
+import type { ConditionNode, ParsedCondition, PropertyTest, Scalar, ScalarList } from "./tree.ts";
 import { dateText, integerValue, numberValue } from "./values.ts";
 import {
   ALL_KINDS,
   type Arity,
-  type Condition,
   CONDITION_TYPES,
   type ConditionIssue,
   type ConditionOptions,
@@ -37,6 +39,8 @@ import {
 
 interface _Walk {
   issues: ConditionIssue[];
+  /** Every issue found, listed or not: a node is built only when none was found within it. */
+  problems: number;
   truncated: boolean;
   nodes: number;
   maxDepth: number;
@@ -55,6 +59,7 @@ function _child(path: string, key: string | number): string {
 }
 
 function _issue(w: _Walk, path: string, message: string): void {
+  w.problems += 1;
   if (w.issues.length < MAX_CONDITION_ISSUES) w.issues.push({ path, message });
   else w.truncated = true;
 }
@@ -97,15 +102,17 @@ function _unknownKeys(
 }
 
 /**
- * Validates an untrusted tree against the public allowlist and reports every problem by JSON
+ * Parses an untrusted tree against the public allowlist and reports every problem by JSON
  * path. `allowScope` false (the default) rejects any property name with a `scope` or
- * `shopDomain` segment.
+ * `shopDomain` segment; `capPatterns` refuses a tree with more than MAX_CONDITION_PATTERNS
+ * matchesRegex patterns.
  */
 export function validateCondition(raw: unknown, options: ConditionOptions): ConditionValidation {
   const root = options.root ?? "$";
   const injected = options.scopeInjected ?? false;
   const w: _Walk = {
     issues: [],
+    problems: 0,
     truncated: false,
     nodes: 0,
     maxDepth: MAX_CONDITION_DEPTH - (injected ? 1 : 0),
@@ -114,22 +121,33 @@ export function validateCondition(raw: unknown, options: ConditionOptions): Cond
     allowScope: options.allowScope ?? false,
     now: options.now ?? new Date(),
   };
-  _validateNode(w, raw, root, options.itemType, 1);
+  const tree = _validateNode(w, raw, root, options.itemType, 1);
   if (w.truncated) {
     w.issues.push({
       path: root,
       message: `more than ${MAX_CONDITION_ISSUES} issues; only the first ones are listed`,
     });
   }
-  if (w.issues.length > 0) return { ok: false, issues: w.issues };
-  return { ok: true, condition: normalizeCondition(raw) };
+  if (w.issues.length > 0 || tree === undefined) return { ok: false, issues: w.issues };
+  const cost = conditionCost(tree);
+  if (options.capPatterns && cost.patterns > MAX_CONDITION_PATTERNS) {
+    return {
+      ok: false,
+      issues: [{
+        path: root,
+        message: `has ${cost.patterns} matchesRegex patterns; a condition may hold at most ` +
+          `${MAX_CONDITION_PATTERNS} (MAX_CONDITION_PATTERNS)`,
+      }],
+    };
+  }
+  return { ok: true, condition: normalizeCondition(raw), tree, cost };
 }
 
 /** Like {@linkcode validateCondition}, but throws 400 `invalid_condition` naming every issue. */
-export function parseCondition(raw: unknown, options: ConditionOptions): Condition {
+export function parseCondition(raw: unknown, options: ConditionOptions): ParsedCondition {
   const result = validateCondition(raw, options);
   if (!result.ok) throw invalidCondition(result.issues);
-  return result.condition;
+  return { tree: result.tree, json: result.condition, cost: result.cost };
 }
 
 /** The `invalid_condition` error naming every issue as "path: message". */
@@ -148,7 +166,13 @@ const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
   eventTypeCondition: "event",
 };
 
-function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, depth: number) {
+function _validateNode(
+  w: _Walk,
+  raw: unknown,
+  path: string,
+  context: ItemType,
+  depth: number,
+): ConditionNode | undefined {
   if (depth > w.maxDepth) {
     _issue(w, path, `nested deeper than ${w.maxDepth} levels${w.limitNote}`);
     return;
@@ -164,9 +188,11 @@ function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, 
     _issue(w, path, "must be a condition object {type, parameterValues}");
     return;
   }
+  let clean = true;
   for (const key of Object.keys(raw)) {
     if (key !== "type" && key !== "parameterValues") {
       _issue(w, _child(path, key), "unknown key (a condition has type and parameterValues)");
+      clean = false;
     }
   }
   const typePath = _child(path, "type");
@@ -200,6 +226,20 @@ function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, 
     );
     return;
   }
+  const node = _validateParams(w, type as string, params, pvPath, context, depth);
+  return clean ? node : undefined;
+}
+
+function _validateParams(
+  w: _Walk,
+  type: string,
+  params: Record<string, unknown>,
+  pvPath: string,
+  context: ItemType,
+  depth: number,
+): ConditionNode | undefined {
+  const before = w.problems;
+  const valid = () => w.problems === before;
   switch (type) {
     case "booleanCondition": {
       _unknownKeys(w, params, pvPath, ["operator", "subConditions"]);
@@ -211,25 +251,30 @@ function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, 
       }
       const subs = own(params, "subConditions");
       const subsPath = _child(pvPath, "subConditions");
+      const nodes: (ConditionNode | undefined)[] = [];
       if (subs === undefined) _issue(w, subsPath, "is required");
       else if (!Array.isArray(subs) || subs.length === 0) {
         _issue(w, subsPath, "must be a non-empty array of conditions");
       } else {
-        subs.forEach((sub, i) => _validateNode(w, sub, _child(subsPath, i), context, depth + 1));
+        subs.forEach((sub, i) =>
+          nodes.push(_validateNode(w, sub, _child(subsPath, i), context, depth + 1))
+        );
       }
-      return;
+      if (!valid()) return;
+      return { type: operator as "and" | "or", subConditions: nodes as ConditionNode[] };
     }
     case "notCondition": {
       _unknownKeys(w, params, pvPath, ["subCondition"]);
       const sub = own(params, "subCondition");
       const subPath = _child(pvPath, "subCondition");
+      let node: ConditionNode | undefined;
       if (sub === undefined) _issue(w, subPath, "is required");
-      else _validateNode(w, sub, subPath, context, depth + 1);
-      return;
+      else node = _validateNode(w, sub, subPath, context, depth + 1);
+      return valid() && node ? { type: "not", subCondition: node } : undefined;
     }
     case "matchAllCondition":
       _unknownKeys(w, params, pvPath, []);
-      return;
+      return valid() ? { type: "matchAll" } : undefined;
     case "eventTypeCondition": {
       _unknownKeys(w, params, pvPath, ["eventTypeId"]);
       const id = own(params, "eventTypeId");
@@ -238,16 +283,20 @@ function _validateNode(w: _Walk, raw: unknown, path: string, context: ItemType, 
       else if (_string(w, id, idPath) && (id.length === 0 || id.length > 64)) {
         _issue(w, idPath, "must be 1 to 64 characters");
       }
-      return;
+      return valid() ? { type: "eventType", eventTypeId: id as string } : undefined;
     }
-    case "pastEventCondition":
-      _validatePastEvents(w, params, pvPath, depth);
-      return;
-    case "sessionPropertyCondition":
-      _validateProperty(w, params, pvPath, "session");
-      return;
-    default:
-      _validateProperty(w, params, pvPath, context);
+    case "pastEventCondition": {
+      const node = _validatePastEvents(w, params, pvPath, depth);
+      return valid() ? node : undefined;
+    }
+    case "sessionPropertyCondition": {
+      const node = _validateProperty(w, params, pvPath, "session");
+      return valid() ? node : undefined;
+    }
+    default: {
+      const node = _validateProperty(w, params, pvPath, context);
+      return valid() ? node : undefined;
+    }
   }
 }
 
@@ -256,7 +305,7 @@ function _validatePastEvents(
   params: Record<string, unknown>,
   pvPath: string,
   depth: number,
-): void {
+): ConditionNode | undefined {
   _unknownKeys(w, params, pvPath, [
     "eventCondition",
     "numberOfDays",
@@ -268,8 +317,9 @@ function _validatePastEvents(
   ]);
   const ec = own(params, "eventCondition");
   const ecPath = _child(pvPath, "eventCondition");
+  let eventCondition: ConditionNode | undefined;
   if (ec === undefined) _issue(w, ecPath, "is required");
-  else _validateNode(w, ec, ecPath, "event", depth + 1);
+  else eventCondition = _validateNode(w, ec, ecPath, "event", depth + 1);
 
   const days = own(params, "numberOfDays");
   const daysPath = _child(pvPath, "numberOfDays");
@@ -282,12 +332,13 @@ function _validatePastEvents(
       _issue(w, daysPath, "cannot be combined with fromDate or toDate");
     }
   }
+  const window: Record<string, Scalar | undefined> = {};
   for (const key of ["fromDate", "toDate"]) {
     const value = own(params, key);
     const path = _child(pvPath, key);
     // Unomi 2.7 reads these as strings (PastEventConditionESQueryBuilder casts to String).
     if (value !== undefined && _string(w, value, path)) {
-      _checkScalar(w, value, path, "dateExpr", false);
+      window[key] = _checkScalar(w, value, path, "dateExpr", false);
     }
   }
   const operator = own(params, "operator");
@@ -316,19 +367,23 @@ function _validatePastEvents(
   if (max !== undefined && max < min) {
     _issue(w, _child(pvPath, "maximumEventCount"), `must be at least minimumEventCount (${min})`);
   }
+  if (!eventCondition) return;
+  const from = window.fromDate;
+  const until = window.toDate;
+  return {
+    type: "pastEvents",
+    eventCondition,
+    ...(days === undefined ? {} : { after: w.now.getTime() - (days as number) * DAY }),
+    ...(from?.type === "timestamptz" ? { from: from.lo } : {}),
+    ...(until?.type === "timestamptz" ? { until: until.hi } : {}),
+    min: notOccurred ? 0 : min,
+    ...(notOccurred ? { max: 0 } : max === undefined ? {} : { max }),
+  };
 }
 
 // Unomi 2.7 casts pastEventCondition's counts to Integer: a string there makes the segment invalid
 // (itests SegmentIT.testSegmentWithInvalidConditionParameterTypes), unlike a property value.
 const _NO_TEXT = " (as in Unomi, a string is not read as a number here)";
-
-function _validDateExpr(value: string, now: Date): boolean {
-  return dateMath(value, now, false) !== null && dateMath(value, now, true) !== null;
-}
-
-function _validDate(value: string): boolean {
-  return dateValue(value) !== null;
-}
 
 function _valueKeys(arity: Arity, kinds: readonly ValueKind[]): string[] {
   const plural = arity === "pair" || arity === "list";
@@ -338,12 +393,38 @@ function _valueKeys(arity: Arity, kinds: readonly ValueKind[]): string[] {
   });
 }
 
+/** Each operator as the test it makes, and whether it is the negation of that test. */
+const _TESTS: Record<string, [PropertyTest["op"], boolean]> = {
+  equals: ["eq", false],
+  notEquals: ["eq", true],
+  greaterThan: ["gt", false],
+  greaterThanOrEqualTo: ["gte", false],
+  lessThan: ["lt", false],
+  lessThanOrEqualTo: ["lte", false],
+  between: ["between", false],
+  exists: ["exists", false],
+  missing: ["exists", true],
+  contains: ["contains", false],
+  notContains: ["contains", true],
+  startsWith: ["startsWith", false],
+  endsWith: ["endsWith", false],
+  matchesRegex: ["matchesRegex", false],
+  in: ["in", false],
+  hasSomeOf: ["in", false],
+  notIn: ["in", true],
+  hasNoneOf: ["in", true],
+  all: ["all", false],
+  inContains: ["inContains", false],
+  isDay: ["isDay", false],
+  isNotDay: ["isDay", true],
+};
+
 function _validateProperty(
   w: _Walk,
   params: Record<string, unknown>,
   pvPath: string,
   context: PropertyContext,
-): void {
+): ConditionNode | undefined {
   _unknownKeys(w, params, pvPath, ["propertyName", "comparisonOperator", ...VALUE_KEYS]);
   const name = own(params, "propertyName");
   const namePath = _child(pvPath, "propertyName");
@@ -371,6 +452,7 @@ function _validateProperty(
   }
   const present = VALUE_KEYS.filter((key) => own(params, key) !== undefined);
   const accepted: string[] = [];
+  let value: Scalar | Scalar[] | undefined;
   for (const key of present) {
     const spec = VALUE_PARAMS.get(key)!;
     const path = _child(pvPath, key);
@@ -401,7 +483,15 @@ function _validateProperty(
         continue;
       }
     }
-    _checkValue(w, params[key], path, spec, opName === "matchesRegex", op?.arity === "pair");
+    const parsed = _checkValue(
+      w,
+      params[key],
+      path,
+      spec,
+      opName === "matchesRegex",
+      op?.arity === "pair",
+    );
+    if (accepted.length === 0) value = parsed;
     accepted.push(key);
   }
   if (op && op.arity !== "none") {
@@ -416,6 +506,83 @@ function _validateProperty(
       _issue(w, _child(pvPath, key), `only one value parameter may be given (${accepted[0]} is)`);
     }
   }
+  if (!source || !op) return;
+  const [test, negated] = _TESTS[opName as string]!;
+  const session = context === "session";
+  if (test === "exists") return { type: "property", session, source, test: { op: test }, negated };
+  if (value === undefined) return;
+  const scalars = Array.isArray(value) ? value : [value];
+  const one = scalars[0]!;
+  switch (test) {
+    case "eq":
+    case "gt":
+    case "gte":
+    case "lt":
+    case "lte":
+      return { type: "property", session, source, test: { op: test, value: one }, negated };
+    case "between":
+      return {
+        type: "property",
+        session,
+        source,
+        test: { op: test, from: one, to: scalars[1]! },
+        negated,
+      };
+    case "contains":
+    case "startsWith":
+    case "endsWith":
+    case "matchesRegex":
+      return {
+        type: "property",
+        session,
+        source,
+        test: { op: test, value: (one as { value: string }).value },
+        negated,
+      };
+    case "in":
+    case "all":
+      return {
+        type: "property",
+        session,
+        source,
+        test: { op: test, values: _list(scalars) },
+        negated,
+      };
+    case "inContains":
+      return {
+        type: "property",
+        session,
+        source,
+        test: { op: test, values: scalars.map((s) => (s as { value: string }).value) },
+        negated,
+      };
+    case "isDay":
+      return {
+        type: "property",
+        session,
+        source,
+        test: { op: test, value: one as Extract<Scalar, { type: "timestamptz" }> },
+        negated,
+      };
+  }
+}
+
+/** Parsed values of one kind (a list parameter holds one kind) as one typed list. */
+function _list(scalars: Scalar[]): ScalarList {
+  const first = scalars[0]!;
+  if (first.type === "text") {
+    return { type: "text", values: scalars.map((s) => (s as { value: string }).value) };
+  }
+  if (first.type === "numeric") {
+    return { type: "numeric", values: scalars.map((s) => (s as { value: number }).value) };
+  }
+  return {
+    type: "timestamptz",
+    spans: scalars.map((s) => {
+      const span = s as Extract<Scalar, { type: "timestamptz" }>;
+      return [span.lo, span.hi];
+    }),
+  };
 }
 
 function _checkValue(
@@ -425,35 +592,46 @@ function _checkValue(
   spec: { kind: ValueKind; plural: boolean },
   regex: boolean,
   pair: boolean,
-): void {
-  if (!spec.plural) {
-    _checkScalar(w, value, path, spec.kind, regex);
-    return;
-  }
+): Scalar | Scalar[] | undefined {
+  if (!spec.plural) return _checkScalar(w, value, path, spec.kind, regex);
   if (!Array.isArray(value) || value.length === 0) {
     _issue(w, path, `must be a non-empty array, each value ${KIND_TEXT[spec.kind]}`);
   } else if (value.length > MAX_CONDITION_VALUES) {
     _issue(w, path, `must have at most ${MAX_CONDITION_VALUES} items`);
   } else {
     if (pair && value.length !== 2) _issue(w, path, "between takes exactly two values [from, to]");
-    value.forEach((item, i) => _checkScalar(w, item, _child(path, i), spec.kind, false));
+    const items = value.map((item, i) => _checkScalar(w, item, _child(path, i), spec.kind, false));
+    return items.every((item) => item !== undefined) ? items as Scalar[] : undefined;
   }
+  return undefined;
 }
 
-function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, regex: boolean) {
+function _checkScalar(
+  w: _Walk,
+  value: unknown,
+  path: string,
+  kind: ValueKind,
+  regex: boolean,
+): Scalar | undefined {
   switch (kind) {
     case "string": {
       if (!_string(w, value, path)) return;
       const problem = regex ? regexProblem(value) : null;
-      if (problem) _issue(w, path, problem);
-      return;
+      if (problem) {
+        _issue(w, path, problem);
+        return;
+      }
+      return { type: "text", value };
     }
     case "integer":
-      if (integerValue(value) === undefined) _issue(w, path, `must be ${KIND_TEXT.integer}`);
-      return;
-    case "double":
-      if (numberValue(value) === undefined) _issue(w, path, `must be ${KIND_TEXT.double}`);
-      return;
+    case "double": {
+      const n = kind === "integer" ? integerValue(value) : numberValue(value);
+      if (n === undefined) {
+        _issue(w, path, `must be ${KIND_TEXT[kind]}`);
+        return;
+      }
+      return { type: "numeric", value: n };
+    }
     case "date":
     case "dateExpr": {
       const text = dateText(value);
@@ -462,7 +640,8 @@ function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, r
         return;
       }
       if (!_string(w, text, path)) return;
-      if (kind === "date" ? !_validDate(text) : !_validDateExpr(text, w.now)) {
+      const span = spanOf(kind, text, w.now);
+      if (span === null) {
         _issue(
           w,
           path,
@@ -470,7 +649,9 @@ function _checkScalar(w: _Walk, value: unknown, path: string, kind: ValueKind, r
             KIND_TEXT[kind]
           }, within the years 1 to 9999 (UTC, after its offset and date math)`,
         );
+        return;
       }
+      return { type: "timestamptz", lo: span[0], hi: span[1] };
     }
   }
 }

@@ -5,13 +5,17 @@
  * @module
  */
 import type postgres from "postgres";
+import type { ConditionCost, ConditionNode } from "./tree.ts";
 
 /** What a condition selects. */
 export type ItemType = "profile" | "event";
 /** What a property condition reads: an item, or the session of one (sessionPropertyCondition). */
 export type PropertyContext = ItemType | "session";
 
-/** A Unomi condition node, as validation returns it (`parameterValues` always present). */
+/**
+ * A Unomi condition node in its canonical JSON form (`parameterValues` always present): what is
+ * stored and shown. Evaluation works on the typed tree parsing returns (tree.ts).
+ */
 export interface Condition {
   type: string;
   parameterValues: Record<string, unknown>;
@@ -35,13 +39,18 @@ export interface ConditionOptions {
    * two nodes of the limits: the tree gets what remains, so the injected one stays valid.
    */
   scopeInjected?: boolean;
-  /** Anchors date math (`now-30d`) for the date window check; the current time by default. */
+  /**
+   * Anchors date math (`now-30d`): the window check and the instants the parsed tree holds; the
+   * current time by default.
+   */
   now?: Date;
+  /** Refuse more than MAX_CONDITION_PATTERNS matchesRegex patterns (a caller's tree). */
+  capPatterns?: boolean;
 }
 
 /** The outcome of `validateCondition`. */
 export type ConditionValidation =
-  | { ok: true; condition: Condition }
+  | { ok: true; condition: Condition; tree: ConditionNode; cost: ConditionCost }
   | { ok: false; issues: ConditionIssue[] };
 
 /** A postgres.js fragment: interpolate it in a sql`...` query, never await it on its own. */

@@ -7,7 +7,6 @@
 import assert from "node:assert/strict";
 import {
   compileCondition,
-  type Condition,
   MAX_CONDITION_DEPTH,
   validateCondition,
 } from "../../../lib/engine/conditions.ts";
@@ -199,13 +198,11 @@ Deno.test("conditions fuzz: every random condition that validates compiles and r
     let ran = 0;
     for (let i = 0; i < 800; i++) {
       const raw = generate(next, 1);
-      const checked = validateCondition(raw, { itemType: "profile" });
+      const checked = validateCondition(raw, { itemType: "profile", now: NOW });
       if (!checked.ok) continue;
-      const condition: Condition = checked.condition;
       for (const single of [false, true]) {
-        const fragment = compileCondition(sql, condition, {
+        const fragment = compileCondition(sql, checked.tree, {
           itemType: "profile",
-          now: NOW,
           scope: SCOPE,
           single,
         });
@@ -232,13 +229,9 @@ Deno.test("conditions fuzz: every random condition that validates compiles and r
         type: "eventPropertyCondition",
         parameterValues: property(next, pickOf(next, EVENT_NAMES)),
       };
-      const checked = validateCondition(raw, { itemType: "event" });
+      const checked = validateCondition(raw, { itemType: "event", now: NOW });
       if (!checked.ok) continue;
-      const fragment = compileCondition(sql, checked.condition, {
-        itemType: "event",
-        now: NOW,
-        scope: SCOPE,
-      });
+      const fragment = compileCondition(sql, checked.tree, { itemType: "event", scope: SCOPE });
       try {
         await sql`select count(*) from events e where e.scope = ${SCOPE} and ${fragment}`;
       } catch (err) {

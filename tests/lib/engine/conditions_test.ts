@@ -614,7 +614,8 @@ Deno.test("conditions: every issue of a tree is reported at once, with JSON path
     assert.ok(description.includes('$.condition.parameterValues.operator: must be "and" or "or"'));
   }
   const ok = parseCondition(matchAll, { itemType: "event" });
-  assert.deepEqual(ok, matchAll);
+  assert.deepEqual(ok.json, matchAll);
+  assert.deepEqual(ok.tree, { type: "matchAll" });
 });
 
 Deno.test("conditions: a validated tree is a copy of the input", () => {
@@ -868,10 +869,13 @@ Deno.test("conditions: stripScopePredicates and injectScopePredicate round-trip"
   );
   // GET then PUT: strip, validate, re-inject gives back what was stored.
   const condition = parseCondition(stripScopePredicates(stored), { itemType: "profile" });
-  assert.deepEqual(injectScopePredicate(condition, A), and(own, and(x, y, x)));
+  assert.deepEqual(injectScopePredicate(condition.json, A), and(own, and(x, y, x)));
   const simple = injectScopePredicate(x, A);
   assert.deepEqual(
-    injectScopePredicate(parseCondition(stripScopePredicates(simple), { itemType: "profile" }), A),
+    injectScopePredicate(
+      parseCondition(stripScopePredicates(simple), { itemType: "profile" }).json,
+      A,
+    ),
     simple,
   );
   // Deep junk does not exhaust the stack.
@@ -1059,10 +1063,13 @@ async function profiles(
   raw: unknown,
   options: { scope?: string; allowScope?: boolean; now?: Date; single?: boolean } = {},
 ): Promise<string[]> {
-  const condition = parseCondition(raw, { itemType: "profile", allowScope: options.allowScope });
-  const fragment = compileCondition(sql, condition, {
+  const condition = parseCondition(raw, {
     itemType: "profile",
+    allowScope: options.allowScope,
     now: options.now ?? NOW,
+  });
+  const fragment = compileCondition(sql, condition.tree, {
+    itemType: "profile",
     scope: options.scope ?? A,
     single: options.single,
   });
@@ -1074,8 +1081,8 @@ async function profiles(
 }
 
 async function events(sql: Sql, raw: unknown, scope = A): Promise<string[]> {
-  const condition = parseCondition(raw, { itemType: "event" });
-  const fragment = compileCondition(sql, condition, { itemType: "event", now: NOW, scope });
+  const condition = parseCondition(raw, { itemType: "event", now: NOW });
+  const fragment = compileCondition(sql, condition.tree, { itemType: "event", scope });
   const rows = await sql<{ id: string }[]>`
     select id from events e where e.scope = ${scope} and ${fragment} order by id`;
   return rows.map((r) => r.id);
@@ -1633,8 +1640,8 @@ Deno.test("compile: another scope's rows never match, and the scope predicate se
     );
     const fragment = compileCondition(
       sql,
-      parseCondition(injected, { itemType: "profile", allowScope: true }),
-      { itemType: "profile", now: NOW, scope: A },
+      parseCondition(injected, { itemType: "profile", allowScope: true, now: NOW }).tree,
+      { itemType: "profile", scope: A },
     );
     const rows = await sql`select scope, item_id from profiles p where ${fragment}`;
     assert.deepEqual([...rows], [{ scope: B, item_id: "ann" }]);
@@ -1697,17 +1704,16 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
     ]);
     const name = "properties.a'); drop table profiles; --";
     assert.throws(() => parseCondition(prop(name, "exists"), { itemType: "profile" }), DomainError);
+    // The compiler takes only parsed trees; parsing refuses these even with scope allowed.
     assert.throws(
-      () =>
-        compileCondition(sql, prop(name, "exists"), { itemType: "profile", now: NOW, scope: A }),
+      () => parseCondition(prop(name, "exists"), { itemType: "profile", allowScope: true }),
       (e: unknown) => e instanceof DomainError && toHttpError(e).code === "invalid_condition",
     );
     assert.throws(
       () =>
-        compileCondition(sql, { type: "sqlCondition", parameterValues: { sql: "true" } }, {
+        parseCondition({ type: "sqlCondition", parameterValues: { sql: "true" } }, {
           itemType: "profile",
-          now: NOW,
-          scope: A,
+          allowScope: true,
         }),
       DomainError,
     );
@@ -1728,11 +1734,11 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
         ),
       ),
     );
-    const fragment = compileCondition(sql, parseCondition(marked, { itemType: "profile" }), {
-      itemType: "profile",
-      now: NOW,
-      scope: A,
-    });
+    const fragment = compileCondition(
+      sql,
+      parseCondition(marked, { itemType: "profile", now: NOW }).tree,
+      { itemType: "profile", scope: A },
+    );
     const described = await sql`select item_id from profiles p where ${fragment}`.describe();
     assert.ok(!/zq|1999/.test(described.string), described.string);
     // A single key is read with ->, a path with #>: both bound as parameters.
@@ -1741,8 +1747,10 @@ Deno.test("compile: input never becomes SQL text; injection attempts are literal
     // Text order does not depend on the server's default collation.
     const ordered = compileCondition(
       sql,
-      prop("properties.a", "greaterThan", { propertyValue: "b" }),
-      { itemType: "profile", now: NOW, scope: A },
+      parseCondition(prop("properties.a", "greaterThan", { propertyValue: "b" }), {
+        itemType: "profile",
+      }).tree,
+      { itemType: "profile", scope: A },
     );
     assert.match(
       (await sql`select 1 from profiles p where ${ordered}`.describe()).string,
@@ -1777,8 +1785,9 @@ Deno.test("compile: every operator and value kind runs on every kind of property
             const condition = itemType === "profile"
               ? prop(name, operator, values)
               : evProp(name, operator, values);
-            if (!validateCondition(condition, { itemType }).ok) continue; // a column refusing a kind
-            const fragment = compileCondition(sql, condition, { itemType, now: NOW, scope: A });
+            const checked = validateCondition(condition, { itemType, now: NOW });
+            if (!checked.ok) continue; // a column refusing a kind
+            const fragment = compileCondition(sql, checked.tree, { itemType, scope: A });
             if (itemType === "profile") {
               await sql`select count(*) from profiles p where ${fragment}`;
             } else await sql`select count(*) from events e where ${fragment}`;

@@ -6,7 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { DomainError } from "../../../lib/errors.ts";
-import { queryCondition, scopedCondition } from "../../../lib/engine/caller_condition.ts";
+import {
+  queryCondition,
+  scopedCondition,
+  storedCondition,
+} from "../../../lib/engine/caller_condition.ts";
 import { compileCondition, type ItemType } from "../../../lib/engine/conditions.ts";
 import { applyEventBatch } from "../../../lib/engine/apply_events.ts";
 import type { IngestEvent } from "../../../lib/engine/engine.ts";
@@ -631,15 +635,13 @@ async function seed(sql: Sql): Promise<void> {
 }
 
 async function members(sql: Sql, c: Case): Promise<string[]> {
+  // A segment as stored, then read back for evaluation; a query as the query routes parse it.
   const condition = c.policy === "segment"
-    ? scopedCondition(c.condition, c.scope)
-    : queryCondition(c.condition, c.itemType, c.scope, "$");
-  if (condition === null) throw new Error("no condition");
-  const where = compileCondition(sql, condition, {
-    itemType: c.itemType,
-    now: NOW,
-    scope: c.scope,
-  });
+    ? storedCondition(scopedCondition(c.condition, c.scope), c.scope, NOW).tree
+    : queryCondition(c.condition, c.itemType, NOW, "$");
+  const where = condition === null
+    ? sql`true`
+    : compileCondition(sql, condition, { itemType: c.itemType, scope: c.scope });
   const rows = c.itemType === "profile"
     ? await sql<{ id: string }[]>`
         select p.item_id as id from profiles p where p.scope = ${c.scope} and ${where} order by 1`

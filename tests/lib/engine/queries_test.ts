@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../../../lib/store/db.ts";
-import type { Condition } from "../../../lib/engine/conditions.ts";
+import {
+  type Condition,
+  type ConditionNode,
+  type ItemType,
+  parseCondition,
+} from "../../../lib/engine/conditions.ts";
 import {
   type Aggregate,
   aggregate,
@@ -92,13 +97,20 @@ function isBadRequest(err: unknown): boolean {
     toHttpError(err).code === "bad_request";
 }
 
+/** A test tree as the query routes hand it over: parsed at NOW (scope references allowed). */
+function tree(condition: Condition | null, itemType: ItemType = "profile"): ConditionNode | null {
+  return condition === null
+    ? null
+    : parseCondition(condition, { itemType, now: NOW, allowScope: true }).tree;
+}
+
 function profileAggregate(sql: Sql, spec: Aggregate, condition: Condition | null, scope = A) {
   return aggregate(sql, {
     itemType: "profile",
     scope,
     property: "properties.signup",
     aggregate: spec,
-    condition,
+    condition: tree(condition),
     now: NOW,
   });
 }
@@ -109,7 +121,7 @@ function ageRanges(sql: Sql, ranges: Aggregate["ranges"], condition: Condition |
     scope: A,
     property: "properties.age",
     aggregate: { type: "numericRange", ranges },
-    condition,
+    condition: tree(condition),
     now: NOW,
   });
 }
@@ -120,7 +132,7 @@ function ageRanges(sql: Sql, ranges: Aggregate["ranges"], condition: Condition |
 Deno.test("countItems: profiles and events of the scope only, with and without a condition", async () => {
   await withSeeded(async (sql) => {
     const count = (itemType: "profile" | "event", scope: string, condition: Condition | null) =>
-      countItems(sql, { itemType, scope, condition, now: NOW });
+      countItems(sql, { itemType, scope, condition: tree(condition, itemType), now: NOW });
     assert.equal(await count("profile", A, null), 7);
     assert.equal(await count("profile", B, null), 1);
     assert.equal(await count("profile", EMPTY, null), 0);
@@ -157,7 +169,7 @@ Deno.test("metrics: numbers only; strings, arrays, JSON null and absent values a
       scope: A,
       property: "properties.age",
       metrics: ["sum", "avg", "min", "max"],
-      condition: AGE_OVER_15,
+      condition: tree(AGE_OVER_15),
       now: NOW,
     });
     // p5 ([50]) matches the condition but has no number to add.
@@ -198,7 +210,7 @@ Deno.test("metrics: the sum of nothing is 0 and avg/min/max of nothing are null"
           scope,
           property,
           metrics: ["sum", "avg", "min", "max"],
-          condition,
+          condition: tree(condition),
           now: NOW,
         }),
         nothing,
@@ -240,7 +252,7 @@ Deno.test("metrics: columns (nbOfVisits, timeStamp as epoch ms) and event proper
           scope: A,
           property,
           metrics: ["sum", "avg", "min", "max"],
-          condition: eventType("order_created"),
+          condition: tree(eventType("order_created"), "event"),
           now: NOW,
         }),
         { _sum: 100.5, _avg: 50.25, _min: 30, _max: 70.5 },
@@ -336,7 +348,7 @@ Deno.test("aggregate date: event timeStamp histogram, with and without a conditi
         scope: A,
         property: "timeStamp",
         aggregate: { type: "date", interval: "1M", format: "yyyy-MM" },
-        condition,
+        condition: tree(condition, "event"),
         now: NOW,
       });
     assert.deepEqual(await histogram(null), {
@@ -560,7 +572,7 @@ Deno.test("aggregate numericRange: event flattened properties of the scope; text
         scope: EMPTY,
         property: "properties.total",
         aggregate: { type: "numericRange", ranges: [{ key: "any" }] },
-        condition: eventType("order_created"),
+        condition: tree(eventType("order_created"), "event"),
         now: NOW,
       }),
       { any: 0, _all: 0, _filtered: 0, _missing: 0 },

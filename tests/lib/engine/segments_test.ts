@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../../../lib/store/db.ts";
 import { countItems } from "../../../lib/engine/queries.ts";
+import { queryCondition } from "../../../lib/engine/caller_condition.ts";
 import {
   countMembers,
   countSegments,
@@ -14,6 +15,7 @@ import {
   segmentId,
   segmentMembers,
   segmentsOfProfile,
+  segmentsOfProfiles,
   type SegmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
@@ -307,7 +309,7 @@ Deno.test("segmentMembers: membership equals countItems on the same condition, s
       const counted = await countItems(sql, {
         itemType: "profile",
         scope: A,
-        condition: view.condition,
+        condition: queryCondition(raw, "profile", NOW),
         now: NOW,
       });
       assert.equal(counted, expected.length, label);
@@ -802,6 +804,65 @@ Deno.test("segmentsOfProfile: one statement decides every segment of the brand, 
   });
 });
 
+Deno.test("segmentsOfProfiles: one statement decides every segment for a set of profiles, on one permit", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "adults", olderThan(18));
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "nobody", NOTHING);
+    await store(sql, "ordered", {
+      type: "pastEventCondition",
+      parameterValues: {
+        eventCondition: {
+          type: "eventTypeCondition",
+          parameterValues: { eventTypeId: "order_created" },
+        },
+      },
+    });
+    // A row written by older code, without the injected scope predicate: evaluated whole.
+    await sql`
+      insert into segments (scope, id, name, description, condition, created_at, updated_at)
+      values (${A}, ${segmentId(A, "legacy")}, 'legacy', null,
+              ${JSON.stringify(olderThan(45))}::text::json, ${NOW}, ${NOW})`;
+    const budget = recordedBudget(1);
+    let result: Map<string, { member: string[]; unknown: string[] }> | undefined;
+    // p08 exists only in B, p99 nowhere: both belong to nothing here; p01 is asked twice.
+    const ids = ["p01", "p02", "p05", "p06", "p08", "p99", "p01"];
+    const sent = await statements(sql, async () => {
+      result = await segmentsOfProfiles(sql, A, ids, NOW, budget);
+    });
+    const id = (key: string) => segmentId(A, key);
+    assert.deepEqual(Object.fromEntries(result!), {
+      p01: { member: [id("emails"), id("ordered")], unknown: [] },
+      p02: { member: [id("adults")], unknown: [] },
+      p05: { member: [id("adults"), id("emails"), id("legacy")], unknown: [] },
+      p06: { member: [id("emails")], unknown: [] },
+      p08: { member: [], unknown: [] },
+      p99: { member: [], unknown: [] },
+    });
+    // The list of segments, then one statement for every segment and every profile.
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 1);
+    assert.equal(budget.taken, 1);
+    assert.equal(budget.held(), 0);
+    // Each profile alone is decided the same way.
+    for (const profileId of ["p01", "p02", "p05", "p06", "p08"]) {
+      assert.deepEqual(
+        await segmentsOfProfile(sql, A, profileId, NOW, recordedBudget(1)),
+        result!.get(profileId),
+        profileId,
+      );
+    }
+    // No profile asked: no statement, no permit.
+    const idle = recordedBudget(1);
+    assert.deepEqual(await segmentsOfProfiles(sql, A, [], NOW, idle), new Map());
+    assert.equal(idle.taken, 0);
+    // Without a permit every segment is unknown for every profile.
+    const none = await segmentsOfProfiles(sql, A, ["p01", "p02"], NOW, recordedBudget(0));
+    const all = [id("adults"), id("emails"), id("legacy"), id("nobody"), id("ordered")];
+    assert.deepEqual(none.get("p01"), { member: [], unknown: all });
+    assert.deepEqual(none.get("p02"), { member: [], unknown: all });
+  });
+});
+
 Deno.test("segmentsOfProfile: a segment that fails is unknown, the others decided; without a permit all are unknown", async () => {
   await withSeeded(async (sql) => {
     await store(sql, "emails", HAS_EMAIL);
@@ -906,6 +967,47 @@ Deno.test("segmentsOfProfile: a segment past the time budget is unknown, the che
       select count(*)::int as n from pg_stat_activity
       where datname = current_database() and state <> 'idle' and pid <> pg_backend_pid()`;
     assert.equal(running!.n, 0);
+  });
+});
+
+Deno.test("segmentsOfProfiles: a segment that fails is unknown for every profile, the others decided for each", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "emails", HAS_EMAIL);
+    // Valid and compiled, failing when PostgreSQL runs it on a profile with an email: its date
+    // helper is replaced by one that raises.
+    await store(sql, "r1_runtime", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "lessThan",
+        propertyValueDate: "2020-01-01T00:00:00Z",
+      },
+    });
+    await sql.unsafe(`
+      create or replace function cdp_try_timestamptz(value text) returns timestamptz
+      language plpgsql immutable strict parallel safe as $fn$
+      begin
+        raise exception 'regular expression is too complex' using errcode = '54000';
+      end $fn$`);
+    // A pattern: evaluated after the failing one, in a statement of its own.
+    await store(sql, "r2_plain", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "matchesRegex",
+        propertyValue: "p0[13]@.*",
+      },
+    });
+    const id = (key: string) => segmentId(A, key);
+    const budget = recordedBudget(1);
+    const result = await segmentsOfProfiles(sql, A, ["p01", "p02", "p03"], NOW, budget);
+    assert.deepEqual(Object.fromEntries(result), {
+      p01: { member: [id("emails"), id("r2_plain")], unknown: [id("r1_runtime")] },
+      p02: { member: [], unknown: [id("r1_runtime")] },
+      p03: { member: [id("emails"), id("r2_plain")], unknown: [id("r1_runtime")] },
+    });
+    assert.equal(budget.taken, 1);
+    assert.equal(budget.held(), 0);
   });
 });
 

@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { conditionCost, MAX_CONDITION_PATTERNS } from "../../../../lib/engine/conditions.ts";
+import {
+  conditionCost,
+  MAX_CONDITION_PATTERNS,
+  parseCondition,
+} from "../../../../lib/engine/conditions.ts";
 
 const regex = (pattern: string) => ({
   type: "profilePropertyCondition",
@@ -46,18 +50,16 @@ Deno.test("conditionCost: counts matchesRegex patterns, probes of events and ses
       ],
     },
   };
-  assert.deepEqual(conditionCost(tree), { patterns: 3, probes: 2, nodes: 8 });
+  const parsed = parseCondition(tree, { itemType: "profile" });
+  assert.deepEqual(conditionCost(parsed.tree), { patterns: 3, probes: 2, nodes: 8 });
+  // Parsing counts it once, for the caps and the evaluation order.
+  assert.deepEqual(parsed.cost, { patterns: 3, probes: 2, nodes: 8 });
 });
 
-Deno.test("conditionCost: anything that is not a condition counts as nothing", () => {
-  assert.deepEqual(conditionCost(null), { patterns: 0, probes: 0, nodes: 0 });
-  assert.deepEqual(conditionCost({ type: "booleanCondition" }), {
-    patterns: 0,
-    probes: 0,
-    nodes: 0,
-  });
-  // An inherited key is not a parameter.
-  const sneaky = JSON.parse('{"type":"booleanCondition","parameterValues":{"__proto__":{}}}');
-  assert.deepEqual(conditionCost(sneaky), { patterns: 0, probes: 0, nodes: 1 });
+Deno.test("conditionCost: a single node counts one; the cap on patterns is 20", () => {
+  const parsed = parseCondition(regex("a.*"), { itemType: "profile" });
+  assert.deepEqual(parsed.cost, { patterns: 1, probes: 0, nodes: 1 });
+  const all = parseCondition({ type: "matchAllCondition" }, { itemType: "profile" });
+  assert.deepEqual(all.cost, { patterns: 0, probes: 0, nodes: 1 });
   assert.equal(MAX_CONDITION_PATTERNS, 20);
 });
