@@ -54,7 +54,6 @@ export {
   CONDITION_TYPES,
   type ConditionIssue,
   type ConditionOptions,
-  type ConditionValidation,
   type ItemType,
   MAX_CONDITION_DEPTH,
   MAX_CONDITION_ISSUES,
@@ -80,6 +79,7 @@ export {
 } from "./conditions/scope.ts";
 export type {
   ConditionNode,
+  ConditionValidation,
   ParsedCondition,
   PropertyTest,
   Scalar,

@@ -7,7 +7,7 @@
  * @module
  */
 import type { PropertySource } from "./properties.ts";
-import type { Condition } from "./vocabulary.ts";
+import type { Condition, ConditionIssue } from "./vocabulary.ts";
 
 /** A value a property is compared with. */
 export type Scalar =
@@ -79,3 +79,8 @@ export interface ParsedCondition {
   json: Condition;
   cost: ConditionCost;
 }
+
+/** The outcome of `validateCondition`. */
+export type ConditionValidation =
+  | { ok: true; condition: Condition; tree: ConditionNode; cost: ConditionCost }
+  | { ok: false; issues: ConditionIssue[] };

@@ -12,7 +12,14 @@ import { normalizeCondition } from "./normalize.ts";
 import { type PropertySource, resolveProperty, SOURCE_KINDS, SOURCE_TEXT } from "./properties.ts";
 import { regexProblem } from "./regex.ts";
 import { isObject, own, quote } from "./shape.ts";
-import type { ConditionNode, ParsedCondition, PropertyTest, Scalar, ScalarList } from "./tree.ts";
+import type {
+  ConditionNode,
+  ConditionValidation,
+  ParsedCondition,
+  PropertyTest,
+  Scalar,
+  ScalarList,
+} from "./tree.ts";
 import { dateText, integerValue, numberValue } from "./values.ts";
 import {
   ALL_KINDS,
@@ -20,7 +27,6 @@ import {
   CONDITION_TYPES,
   type ConditionIssue,
   type ConditionOptions,
-  type ConditionValidation,
   type ItemType,
   KIND_TEXT,
   MAX_CONDITION_DEPTH,

@@ -5,7 +5,6 @@
  * @module
  */
 import type postgres from "postgres";
-import type { ConditionCost, ConditionNode } from "./tree.ts";
 
 /** What a condition selects. */
 export type ItemType = "profile" | "event";
@@ -47,11 +46,6 @@ export interface ConditionOptions {
   /** Refuse more than MAX_CONDITION_PATTERNS matchesRegex patterns (a caller's tree). */
   capPatterns?: boolean;
 }
-
-/** The outcome of `validateCondition`. */
-export type ConditionValidation =
-  | { ok: true; condition: Condition; tree: ConditionNode; cost: ConditionCost }
-  | { ok: false; issues: ConditionIssue[] };
 
 /** A postgres.js fragment: interpolate it in a sql`...` query, never await it on its own. */
 export type SqlFragment = postgres.PendingQuery<postgres.Row[]>;
