@@ -59,7 +59,7 @@ export const shopCommands: Commands = {
         since: input.since,
         only: input.only,
       };
-      if (input.background) return await enqueueShopSync(stores.kv, request, new Date());
+      if (input.background) return await enqueueShopSync(stores.queue, request, new Date());
       return await runShopSync(
         shopSyncDeps(stores, config, { onProgress: _progressPrinter() }),
         request,

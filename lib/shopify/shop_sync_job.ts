@@ -1,6 +1,6 @@
 /**
- * The backfill as a queue job (`kind: "shop_sync"`): `shop sync --background` enqueues it on the
- * Deno KV queue and the service's forwarder runs it (lib/ingest/forwarder.ts dispatches on the
+ * The backfill as a queue job (`kind: "shop_sync"`): `shop sync --background` sends it on the
+ * ingest queue (lib/ingest/queue.ts) and the service's forwarder runs it (lib/ingest/forwarder.ts dispatches on the
  * kind). Delivery is at least once: a job already completed is not run again, and one redelivered
  * mid-way resumes its own run (lib/shopify/shop_sync.ts).
  *
@@ -8,6 +8,7 @@
  */
 import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
+import type { IngestQueue } from "../ingest/queue.ts";
 import { shopSyncStateKey } from "../store/kv_keys.ts";
 import type { SyncKind } from "./bulk_mapping.ts";
 import {
@@ -38,12 +39,12 @@ export function isShopSyncMessage(message: unknown): message is ShopSyncMessage 
  * (one bulk query per shop at a time).
  */
 export async function enqueueShopSync(
-  kv: Deno.Kv,
+  queue: Pick<IngestQueue, "kv" | "send">,
   input: { brandId: string; since: string | null; only: SyncKind | null; runId: string },
   now: Date,
 ): Promise<ShopSyncState> {
   const key = shopSyncStateKey(input.brandId);
-  const current = await kv.get<ShopSyncState>(key);
+  const current = await queue.kv.get<ShopSyncState>(key);
   if (current.value?.status === "queued") {
     throw new DomainError(
       "conflict",
@@ -52,8 +53,8 @@ export async function enqueueShopSync(
   }
   const state = newShopSyncState(input, now);
   const message: ShopSyncMessage = { kind: "shop_sync", ...input };
-  const committed = await kv.atomic().check(current).set(key, state).enqueue(message).commit();
-  if (!committed.ok) {
+  const committed = await queue.send(message, { with: (op) => op.check(current).set(key, state) });
+  if (!committed) {
     throw new DomainError("conflict", `another backfill of brand ${input.brandId} was just queued`);
   }
   return state;
