@@ -35,7 +35,7 @@ const _GROUP_MESSAGES = 16;
 const _GROUP_EVENTS = 1_000;
 
 /**
- * The one handler of the KV queue, dispatching on the message kind. Delivery is at-least-once,
+ * The one handler of the ingest queue, dispatching on the message kind. Delivery is at-least-once,
  * so every kind must be idempotent (the engine skips event ids it already stored).
  *
  * A thrown error is transient (the engine stored nothing): KV redelivers on the message's
