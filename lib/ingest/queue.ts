@@ -117,7 +117,10 @@ export interface IngestQueue {
   retire(messageIds: string[]): Promise<void>;
   /** Resolves once nothing is ready to deliver (at once when not consuming). */
   drained(): Promise<void>;
-  /** Ends `consume` (deliveries in flight are not awaited). */
+  /**
+   * Stops consuming: the outbox's `consume` ends at once (deliveries in flight are not awaited),
+   * Deno KV's when its database closes.
+   */
   stop(): void;
 }
 
