@@ -7,81 +7,50 @@
 import { createApp } from "./routes/app.ts";
 import { COMMANDS } from "./lib/admin/command_table.ts";
 import { log, setLogLevel } from "./lib/log.ts";
-import { createEmbeddedEngine } from "./lib/engine/embedded.ts";
-import { ulidSource } from "./lib/ids.ts";
 import { startStatisticsRefresh } from "./lib/store/statistics.ts";
-import { openStores } from "./lib/store/stores.ts";
 import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
-import { startForwarder } from "./lib/ingest/forwarder.ts";
-import { createOutbox, type Outbox } from "./lib/ingest/outbox.ts";
-import { shopSyncDeps } from "./lib/shopify/shop_sync.ts";
-import {
-  createPredictionsFitJob,
-  enqueueAllPredictionsFits,
-} from "./lib/commerce/predictions/fit_job.ts";
-import { createShopSyncJob } from "./lib/shopify/shop_sync_job.ts";
+import type { IngestQueue } from "./lib/ingest/queue.ts";
+import { openRuntime } from "./lib/runtime/runtime.ts";
+import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
 // (INGEST_QUEUE=outbox) of a batch accepted just before the last instance stopped.
-let outbox: Outbox | null = null;
+let queue: IngestQueue | null = null;
 // The daily refit of every brand's predictions (docs/commerce.md), queued once the stores are open.
 let refitAll: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
-  Deno.cron("drain the ingest outbox", "* * * * *", () => outbox?.drained());
+  Deno.cron("drain the ingest outbox", "* * * * *", () => queue?.drained());
   Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
 }
 
 const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);
-const stores = await openStores(config, { serve: true }).catch(failStart);
-if (config.ingestQueue === "outbox") {
-  outbox = createOutbox(stores.kv, {
-    newId: ulidSource(),
-    concurrency: config.forwarderConcurrency,
-  });
-}
-const kv = outbox?.kv ?? stores.kv;
-const now = () => new Date();
+const runtime = await openRuntime(config, { serve: true }).catch(failStart);
+queue = runtime.queue;
 refitAll = () =>
-  enqueueAllPredictionsFits({ sql: stores.sql, kv }, now()).then(
+  enqueueAllPredictionsFits({ sql: runtime.sql, queue: runtime.queue }, runtime.now()).then(
     (queued) => log("info", "daily predictions refit queued", { brands: queued }),
     (err) => log("error", "daily predictions refit not queued", { error: String(err) }),
   );
-const engine = createEmbeddedEngine({ sql: stores.sql, now });
 const app = createApp({
-  kv,
-  sql: stores.sql,
-  database: stores.database,
-  engine,
-  now,
-  newId: ulidSource(),
+  kv: runtime.kv,
+  queue: runtime.queue,
+  sql: runtime.sql,
+  database: runtime.database,
+  engine: runtime.engine,
+  now: runtime.now,
+  newId: runtime.newId,
   config,
   log,
 }, { adminCommands: COMMANDS });
 // FORWARDER=off leaves the queue to a worker process of its own (`deno task worker`).
-const forwarder = config.forwarder
-  ? startForwarder({
-    kv,
-    engine,
-    now,
-    concurrency: config.forwarderConcurrency,
-    jobs: {
-      shop_sync: createShopSyncJob(shopSyncDeps(stores, config)),
-      predictions_fit: createPredictionsFitJob({
-        sql: stores.sql,
-        kv,
-        now,
-        settings: config.predictions,
-      }),
-    },
-  })
-  : Promise.resolve();
+const forwarder = config.forwarder ? runtime.startForwarder() : Promise.resolve();
 
 // Embedded PGlite has no autovacuum: the owner refreshes the planner's statistics itself.
-const stopStatistics = stores.database.mode === "embedded-owner"
+const stopStatistics = runtime.database.mode === "embedded-owner"
   ? startStatisticsRefresh({
-    sql: stores.sql,
+    sql: runtime.sql,
     intervalMs: 10 * 60_000,
     onError: (err) => log("error", "statistics refresh failed", { error: String(err) }),
   })
@@ -92,7 +61,7 @@ const server = Deno.serve({
   onListen: ({ hostname, port }) =>
     log("info", "listening", {
       url: `http://${hostname === "0.0.0.0" ? "localhost" : hostname}:${port}`,
-      database: stores.database.mode,
+      database: runtime.database.mode,
       kv: config.kvPath ?? "default",
       ingestQueue: config.ingestQueue,
       docs: `http://localhost:${port}/docs`,
@@ -115,9 +84,8 @@ async function shutdown() {
   }, _SHUTDOWN_MS);
   await server.shutdown();
   await stopStatistics();
-  // Closing KV ends listenQueue; a message being applied is redelivered at the next start.
-  outbox?.stop();
-  await stores.close();
+  // A message being applied is redelivered at the next start.
+  await runtime.close();
   await forwarder.catch(() => {});
   Deno.exit(0);
 }

@@ -33,6 +33,7 @@ export const LAYERS = [
   "lib/shopify",
   "lib/dashboard",
   "lib/http",
+  "lib/runtime",
   "lib/admin",
   "routes",
   "entry",

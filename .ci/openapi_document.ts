@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { createKvQueue } from "../lib/ingest/queue.ts";
 import { createApp } from "../routes/app.ts";
 import { COMMANDS } from "../lib/admin/command_table.ts";
 import { loadConfig } from "../lib/config.ts";
@@ -26,6 +27,7 @@ try {
   const now = () => new Date();
   const app = createApp({
     kv: stores.kv,
+    queue: createKvQueue(stores.kv, { newId: ulidSource() }),
     sql: stores.sql,
     engine: createEmbeddedEngine({ sql: stores.sql, now }),
     now,

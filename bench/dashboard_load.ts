@@ -22,6 +22,7 @@
  * loopback only), BENCH_ITERATIONS (40), BENCH_SCALE (1; 0.1 for a quick run),
  * BENCH_KEEP_DATABASE (1).
  */
+import { createKvQueue } from "../lib/ingest/queue.ts";
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
 import { loadConfig } from "../lib/config.ts";
@@ -135,6 +136,7 @@ async function main(): Promise<number> {
 
     const app = createApp({
       kv,
+      queue: createKvQueue(kv, { newId }),
       sql,
       engine: createEmbeddedEngine({ sql, now: () => new Date() }),
       now: () => new Date(),

@@ -48,6 +48,7 @@
  * BENCH_EVENTS reuse its data and the clock it was generated with, and print the generation time
  * as 0; other sizes regenerate it. Drop it with `dropdb --force <name>` when done).
  */
+import { createKvQueue } from "../lib/ingest/queue.ts";
 import v8 from "node:v8";
 import vm from "node:vm";
 import postgres from "postgres";
@@ -613,6 +614,7 @@ async function httpCountPair(
   });
   const app = createApp({
     kv,
+    queue: createKvQueue(kv, { newId }),
     sql,
     engine: createEmbeddedEngine({ sql, now }),
     now,

@@ -48,8 +48,9 @@ import { openDatabase, type Sql } from "../lib/store/db.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import type { Engine, EventBatch } from "../lib/engine/engine.ts";
 import { createQueueHandler } from "../lib/ingest/forwarder.ts";
-import { chunkEvents, enqueueBatch, readBacklog } from "../lib/ingest/queue.ts";
-import { createOutbox } from "../lib/ingest/outbox.ts";
+import { chunkEvents, createKvQueue, type IngestQueue, readBacklog } from "../lib/ingest/queue.ts";
+import { createOutboxQueue } from "../lib/ingest/outbox.ts";
+import { EVENT_REGISTRY_VERSION } from "../lib/engine/event_types.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import {
   intEnv,
@@ -940,17 +941,17 @@ interface DeliveryRow {
 
 /**
  * How fast a queue delivers the ingest messages when handling them costs nothing: `messages`
- * messages of `perMessage` events are enqueued as the edge does (`enqueueBatch`, markers and
- * all), then a listener that only counts them starts; the rate runs from its first delivery to
+ * messages of `perMessage` events are accepted as the edge does (`IngestQueue.accept`, markers
+ * and all), then a consumer that only counts them starts; the rate runs from its first delivery to
  * its last. What the forwarder drains can never beat this: it is the ceiling the queue puts on it.
  */
 async function measureDelivery(
   queue: string,
-  open: () => Promise<{ kv: Deno.Kv; close(): void }>,
+  open: () => Promise<{ queue: IngestQueue; close(): void }>,
   perMessage: number,
   messages: number,
 ): Promise<DeliveryRow> {
-  const { kv, close } = await open();
+  const { queue: port, close } = await open();
   let closed = false;
   const closeOnce = () => {
     if (!closed) close();
@@ -966,7 +967,7 @@ async function measureDelivery(
         receivedAt: new Date().toISOString(),
         events: events.slice(i, i + perMessage),
       };
-      await enqueueBatch(kv, { brandId: "bench", batch, newId });
+      await port.accept({ brandId: "bench", batch });
     }
     let delivered = 0;
     let deliveredEvents = 0;
@@ -975,7 +976,7 @@ async function measureDelivery(
     let first = NaN;
     let last = NaN;
     let firstEvents = 0;
-    const listening = kv.listenQueue((message) => {
+    const listening = port.consume((message) => {
       if (deliveredEvents >= events.length) return; // a redelivery after the last one
       const count = (message as { batch?: EventBatch }).batch?.events.length ?? 0;
       if (delivered === 0) {
@@ -1025,18 +1026,22 @@ async function benchDelivery(): Promise<DeliveryRow[]> {
   const full = Math.floor(0.9 * chunkEvents(sample)[0]!.length);
   const dir = await tempDir("bench_ingest_delivery_");
   let files = 0;
-  const queues: [string, () => Promise<{ kv: Deno.Kv; close(): void }>][] = [
-    ["Deno KV queue, in memory", async () => {
-      const kv = await Deno.openKv(":memory:");
-      return { kv, close: () => kv.close() };
-    }],
-    ["Deno KV queue, file", async () => {
-      const kv = await Deno.openKv(`${dir}/kv${files++}.sqlite3`);
-      return { kv, close: () => kv.close() };
-    }],
+  const kvQueue = (kv: Deno.Kv) => ({
+    queue: createKvQueue(kv, { newId }),
+    close: () => kv.close(),
+  });
+  const queues: [string, () => Promise<{ queue: IngestQueue; close(): void }>][] = [
+    ["Deno KV queue, in memory", async () => kvQueue(await Deno.openKv(":memory:"))],
+    ["Deno KV queue, file", async () => kvQueue(await Deno.openKv(`${dir}/kv${files++}.sqlite3`))],
     ["outbox (INGEST_QUEUE=outbox), file", async () => {
-      const outbox = createOutbox(await Deno.openKv(`${dir}/kv${files++}.sqlite3`), { newId });
-      return { kv: outbox.kv, close: () => outbox.kv.close() };
+      const queue = createOutboxQueue(await Deno.openKv(`${dir}/kv${files++}.sqlite3`), { newId });
+      return {
+        queue,
+        close: () => {
+          queue.stop();
+          queue.kv.close();
+        },
+      };
     }],
   ];
   const rows: DeliveryRow[] = [];
@@ -1067,9 +1072,16 @@ async function driveForwarder(
 ): Promise<{ eventsPerSecond: number; events: number; timedOut: boolean; errors: number }> {
   const kv = await Deno.openKv(":memory:");
   try {
-    for (const batch of batches) await enqueueBatch(kv, { brandId: "bench", batch, newId });
+    const queue = createKvQueue(kv, { newId });
+    // Stamped as checked, as acceptEvents stamps what the edge validated.
+    for (const batch of batches) {
+      await queue.accept({
+        brandId: "bench",
+        batch: { ...batch, checked: EVENT_REGISTRY_VERSION },
+      });
+    }
     let errors = 0;
-    const handle = createQueueHandler({ kv, engine, now: () => new Date() });
+    const handle = createQueueHandler({ queue, engine, now: () => new Date() });
     const listening = kv.listenQueue(async (message) => {
       try {
         await handle(message);

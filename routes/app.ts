@@ -27,7 +27,6 @@ import { accessLog } from "../lib/http/access_log.ts";
 import { apiKeyAuth, sessionTokenAuth } from "../lib/http/auth.ts";
 import { bodyLimit } from "../lib/http/body_limit.ts";
 import { ingestAdmission } from "../lib/http/ingest_admission.ts";
-import { estimateBacklog } from "../lib/ingest/queue.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { onError, onNotFound } from "../lib/http/errors.ts";
 import { createBrandCache } from "../lib/tenancy/brands.ts";
@@ -98,7 +97,7 @@ export function createApp(
     maxInFlight: deps.config.ingestMaxInFlight,
     backloggedInFlight: deps.config.ingestBackloggedInFlight,
     softBacklog: deps.config.ingestSoftBacklog,
-    backlog: () => estimateBacklog(deps.queueKv ?? deps.kv),
+    backlog: () => deps.queue.estimatedBacklog(),
   });
   app.use("/cdp/events", admission.middleware);
   app.use("/cdp/ingest", admission.middleware);
@@ -121,11 +120,9 @@ export function createApp(
   });
   const apiPolicy = perMinute("api", deps.config.rateLimitPerMinute);
   const apiBrandPolicy = perMinute("api_brand", deps.config.brandRateLimitPerMinute);
-  // One group commit per KV database: concurrent requests share KV transactions.
+  // Concurrent requests' usage records share KV transactions (the ingest routes' go with their
+  // events, in the queue's own batched commit).
   const kvCommit = createGroupCommit(deps.kv);
-  const queueCommit = deps.queueKv && deps.queueKv !== deps.kv
-    ? createGroupCommit(deps.queueKv)
-    : kvCommit;
   const apiLimit = rateLimit({
     kv: deps.kv,
     now: deps.now,
@@ -167,8 +164,8 @@ export function createApp(
     }),
   );
 
-  app.route("/", eventRoutes(deps, { queueCommit }));
-  app.route("/", ingestRoutes(deps, { queueCommit }));
+  app.route("/", eventRoutes(deps));
+  app.route("/", ingestRoutes(deps));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));
   // One brand's heavy reads (every read evaluating its conditions) take at most half the pool.
@@ -195,7 +192,7 @@ export function createApp(
       "/",
       adminRoutes(deps, {
         commands: options.adminCommands,
-        stores: { kv: deps.kv, sql: deps.sql, database },
+        stores: { kv: deps.kv, sql: deps.sql, database, queue: deps.queue },
         token: deps.config.adminToken,
       }),
     );

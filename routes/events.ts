@@ -18,10 +18,9 @@ import {
   MAX_INGEST_BODY_BYTES,
   MAX_SYNC_BATCH,
   parseJsonBody,
-  queueBatch,
   validateBatch,
 } from "../lib/ingest/edge.ts";
-import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
+import { acceptEvents } from "../lib/ingest/accept.ts";
 import { apiKeySecurity, errorResponses, jsonResponse, newRouter } from "../lib/http/openapi.ts";
 import { hitRateLimits } from "../lib/http/rate_limit.ts";
 import { meterInto } from "../lib/http/usage.ts";
@@ -157,7 +156,7 @@ const ingest = createRoute({
 });
 
 /** Event routes: the catalog and server-side ingestion. */
-export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
+export function eventRoutes(deps: AppDeps) {
   const router = newRouter();
   router.use(
     "/cdp/events",
@@ -174,31 +173,31 @@ export function eventRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }
     if (sync) await _syncThrottle(deps, auth);
     const { accepted, rejected } = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: sync ? MAX_SYNC_BATCH : MAX_ASYNC_BATCH,
-      tooLargeCode: sync ? "sync_batch_too_large" : "batch_too_large",
+      sync,
       newId: deps.newId,
       // Async mode asks the engine's schema check at the edge, so a caller learns at once
       // about an event that could never be applied; sync mode reports it per event instead.
       check: sync ? undefined : deps.engine.checkEvent,
     });
+    if (!sync) {
+      // One KV commit per request: the queue messages, the limiter counts and the usage record.
+      const { folded } = await acceptEvents(
+        deps,
+        { brandId: auth.brandId, scope },
+        "server",
+        accepted,
+        { also: (op) => meterInto(c, op, 202, deps.now()) },
+      );
+      const meter = c.get("meter");
+      if (folded && meter) meter.done = true;
+      return c.json({ accepted: accepted.length, rejected, scope }, 202);
+    }
     const batch: EventBatch = {
       scope,
       source: "server",
       receivedAt: deps.now().toISOString(),
       events: accepted.map((a) => a.event),
     };
-    if (!sync) {
-      // One KV commit per request: the queue messages, the limiter counts and the usage record.
-      const metered = await queueBatch(deps, {
-        brandId: auth.brandId,
-        batch,
-        commit: options.queueCommit,
-        also: (op) => meterInto(c, op, 202, deps.now()),
-        sizes: accepted.map((a) => a.storedBytes),
-      });
-      const meter = c.get("meter");
-      if (metered && meter) meter.done = true;
-      return c.json({ accepted: accepted.length, rejected, scope }, 202);
-    }
     const results = accepted.length === 0
       ? []
       : await _applyWithinBudget(deps, batch, deps.config.syncBudgetMs);

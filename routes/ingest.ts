@@ -13,17 +13,16 @@ import { identifiedProfileIds } from "../lib/engine/profiles.ts";
 import { bufferBody } from "../lib/http/body_limit.ts";
 import { clientAddress } from "../lib/http/client_address.ts";
 import { HttpError } from "../lib/http/errors.ts";
-import type { GroupCommit } from "../lib/store/kv_group_commit.ts";
 import { findEventType } from "../lib/engine/event_types.ts";
 import {
   type AcceptedEvent,
   IngestEventSchema,
   parseJsonBody,
-  queueBatch,
   type Rejection,
   validateBatch,
 } from "../lib/ingest/edge.ts";
 import { jsonPath } from "../lib/ingest/storable.ts";
+import { acceptEvents } from "../lib/ingest/accept.ts";
 import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
 import { hitRateLimit } from "../lib/http/rate_limit.ts";
 
@@ -90,7 +89,7 @@ const pixelIngest = createRoute({
 });
 
 /** The credential-free storefront pixel proxy. */
-export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit }) {
+export function ingestRoutes(deps: AppDeps) {
   const router = newRouter();
   router.use(
     "/cdp/ingest",
@@ -121,7 +120,6 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
 
     const validated = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: MAX_PIXEL_BATCH,
-      tooLargeCode: "batch_too_large",
       newId: deps.newId,
       check: (event) => _pixelCheck(event) ?? deps.engine.checkEvent(event),
     });
@@ -141,19 +139,7 @@ export function ingestRoutes(deps: AppDeps, options: { queueCommit: GroupCommit 
       }
     }
     rejected.sort((a, b) => a.index - b.index);
-    if (pixelShop) {
-      await queueBatch(deps, {
-        brandId: pixelShop.brandId,
-        batch: {
-          scope: pixelShop.scope,
-          source: "pixel",
-          receivedAt: deps.now().toISOString(),
-          events: accepted.map((a) => a.event),
-        },
-        commit: options.queueCommit,
-        sizes: accepted.map((a) => a.storedBytes),
-      });
-    }
+    if (pixelShop) await acceptEvents(deps, pixelShop, "pixel", accepted);
     return c.json({ accepted: accepted.length, rejected, scope: shop }, 202);
   });
   return router;

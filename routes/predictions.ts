@@ -99,7 +99,7 @@ export function predictionRoutes(deps: AppDeps) {
     const brandId = c.get("auth").brandId;
     const stored = await readBrandPredictions(deps.kv, brandId);
     // A brand never fitted (connected before predictions existed) need not wait for the daily refit.
-    if (!stored) await enqueuePredictionsFit(deps.kv, brandId, deps.now());
+    if (!stored) await enqueuePredictionsFit(deps.queue, brandId, deps.now());
     return c.json({ scope, ...predictionsView(stored) }, 200);
   });
 }

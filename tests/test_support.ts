@@ -12,7 +12,14 @@ import { COMMANDS } from "../lib/admin/command_table.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { createBrand } from "../lib/tenancy/brands.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
-import type { EventsMessage } from "../lib/ingest/queue.ts";
+import {
+  createKvQueue,
+  type EventsMessage,
+  type IngestQueue,
+  type IngestQueueOptions,
+  type QueueBatch,
+} from "../lib/ingest/queue.ts";
+import { createIngestQueue } from "../lib/runtime/runtime.ts";
 import { type Config, loadConfig } from "../lib/config.ts";
 import { connectPostgres, servePglite, type Sql } from "../lib/store/db.ts";
 import { migrate, MIGRATIONS } from "../lib/store/migrations.ts";
@@ -132,6 +139,8 @@ export interface TestContext {
   app: OpenAPIHono<AppEnv>;
   deps: AppDeps;
   kv: Deno.Kv;
+  /** The app's ingest queue: Deno KV's queue over `kv` (or the `queueKv` override). */
+  queue: IngestQueue;
   sql: Sql;
   clock: TestClock;
   config: Config;
@@ -151,10 +160,16 @@ export interface TestContext {
 
 let _shopCounter = 0;
 
+/**
+ * What a test may swap: any dependency, or `queueKv`, a KV database of its own for the ingest
+ * queue (Deno KV's queue over it, with the app's backlog bound and retries).
+ */
+export type TestOverrides = Partial<AppDeps> & { queueKv?: Deno.Kv };
+
 /** Builds a test context; `env` overrides configuration variables, `overrides` dependencies. */
 export async function createTestContext(
   env: Record<string, string> = {},
-  overrides: Partial<AppDeps> = {},
+  { queueKv, ...overrides }: TestOverrides = {},
 ): Promise<TestContext> {
   const database = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
@@ -168,8 +183,11 @@ export async function createTestContext(
   });
   const newId = monotonicFactory();
   const engine = createEmbeddedEngine({ sql: database.sql, now: clock.now });
+  // Deno KV's own queue whatever INGEST_QUEUE says (the outbox has its own tests).
+  const queue = createIngestQueue(queueKv ?? kv, { ...config, ingestQueue: "kv" }, newId);
   const deps: AppDeps = {
     kv,
+    queue,
     sql: database.sql,
     engine,
     now: clock.now,
@@ -183,6 +201,7 @@ export async function createTestContext(
     app,
     deps,
     kv,
+    queue: deps.queue,
     sql: database.sql,
     clock,
     config,
@@ -217,7 +236,7 @@ export async function createTestContext(
 export async function withContext(
   fn: (ctx: TestContext) => Promise<void>,
   env: Record<string, string> = {},
-  overrides: Partial<AppDeps> = {},
+  overrides: TestOverrides = {},
 ): Promise<void> {
   const ctx = await createTestContext(env, overrides);
   try {
@@ -314,4 +333,18 @@ export async function withBrandDatabase(
     kv.close();
     await db.close();
   }
+}
+
+/** Deno KV's queue over `kv`, as the app builds it (ids from `newId`, retries on `backoffMs`). */
+export function kvQueue(kv: Deno.Kv, options: Partial<IngestQueueOptions> = {}): IngestQueue {
+  return createKvQueue(kv, { newId: monotonicFactory(), ...options });
+}
+
+/** Queues a batch on Deno KV's queue over `kv` as the edge does: one commit, no backlog bound. */
+export function enqueueBatch(
+  kv: Deno.Kv,
+  input: QueueBatch & { newId: () => string; backoffMs?: number[] },
+): Promise<void> {
+  const { newId, backoffMs, ...batch } = input;
+  return kvQueue(kv, { newId, backoffMs }).accept(batch);
 }

@@ -6,9 +6,7 @@
  * @module
  */
 import { loadConfig } from "../config.ts";
-import { ulidSource } from "../ids.ts";
-import { createOutbox } from "../ingest/outbox.ts";
-import { openStores, type Stores } from "../store/stores.ts";
+import { openRuntime, type Runtime } from "../runtime/runtime.ts";
 import { COMMANDS } from "./command_table.ts";
 import { type Command, type CommandIo, type Commands, UsageError } from "./command.ts";
 import { withProgress } from "./progress.ts";
@@ -73,22 +71,19 @@ export async function runAdmin(
     console.log(commandHelp(name, command));
     return 0;
   }
-  let stores: Stores | undefined;
+  let runtime: Runtime | undefined;
   try {
     const input = command.parse(args);
     const config = loadConfig(env);
     const io = _localIo(progress);
     let output: unknown;
     if (config.adminUrl === undefined) {
-      stores = await openStores(config, {
+      runtime = await openRuntime(config, {
         serve: false,
         migrate: command.beforeMigrations !== true,
       });
-      // Where the queue is an outbox, a command's enqueue (`shop sync --background`) lands there.
-      const kv = config.ingestQueue === "outbox"
-        ? createOutbox(stores.kv, { newId: ulidSource() }).kv
-        : stores.kv;
-      output = await command.run({ ...stores, kv }, input, config, io);
+      // The queue INGEST_QUEUE names: a command's job (`shop sync --background`) lands there.
+      output = await command.run(runtime, input, config, io);
     } else {
       output = await runRemote(
         { url: config.adminUrl, token: config.adminToken },
@@ -109,7 +104,7 @@ export async function runAdmin(
     console.error(`error: ${message}`);
     return 1;
   } finally {
-    await stores?.close();
+    await runtime?.close();
   }
 }
 

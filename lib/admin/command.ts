@@ -12,12 +12,17 @@ import { assertBrandWritable, type BrandContext, findBrandContext } from "../ten
 import type { Config } from "../config.ts";
 import type { Database } from "../store/db.ts";
 import type { Stores } from "../store/stores.ts";
+import type { IngestQueue } from "../ingest/queue.ts";
 
 /** A bad command line: the CLI prints it with the usage and exits 2. */
 export class UsageError extends Error {}
 
 /** The stores a command works on: the CLI's own, or the running service's. */
-export type CommandStores = Pick<Stores, "kv" | "sql"> & { database: Pick<Database, "mode"> };
+export type CommandStores = Pick<Stores, "kv" | "sql"> & {
+  database: Pick<Database, "mode">;
+  /** The ingest queue (a command's job, `shop sync --background`, is sent on it). */
+  queue: IngestQueue;
+};
 
 /** How a command reaches its file input, wherever it runs. */
 export interface CommandIo {
@@ -140,7 +145,10 @@ export function dayArg(value: string, flag: string): string {
 }
 
 /** Fails with "no brand ID" (not found) unless the brand exists. */
-export async function requireBrand(stores: CommandStores, brandId: string): Promise<void> {
+export async function requireBrand(
+  stores: Pick<CommandStores, "sql">,
+  brandId: string,
+): Promise<void> {
   if (!(await findBrandContext(stores.sql, brandId))) {
     throw new DomainError("not_found", `no brand ${brandId}`);
   }
@@ -151,7 +159,7 @@ export async function requireBrand(stores: CommandStores, brandId: string): Prom
  * shop/redact has erased its shop and no operator has reconnected it.
  */
 export async function requireWritableBrand(
-  stores: CommandStores,
+  stores: Pick<CommandStores, "sql">,
   brandId: string,
 ): Promise<BrandContext> {
   const brand = await findBrandContext(stores.sql, brandId);

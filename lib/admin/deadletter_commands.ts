@@ -29,7 +29,7 @@ export const deadLetterCommands: Commands = {
       };
     },
     async run(stores, input) {
-      const letters = await listDeadLetters(stores.kv, input.brandId);
+      const letters = await listDeadLetters(stores.queue.kv, input.brandId);
       return {
         deadLetters: letters.map((letter) => ({
           id: letter.id,
@@ -52,7 +52,7 @@ export const deadLetterCommands: Commands = {
       return { id: letterIdArg(requiredFlag(values, "id")) };
     },
     async run(stores, input) {
-      const found = await getDeadLetter(stores.kv, input.id);
+      const found = await getDeadLetter(stores.queue.kv, input.id);
       if (!found) throw new DomainError("not_found", `no dead letter ${input.id}`);
       const { letter } = found;
       return {
@@ -96,14 +96,18 @@ export const deadLetterCommands: Commands = {
     input: (parsed) => parsed.events,
     async run(stores, input, _config, io) {
       const now = () => new Date();
-      const deps = { kv: stores.kv, engine: createEmbeddedEngine({ sql: stores.sql, now }), now };
+      const deps = {
+        kv: stores.queue.kv,
+        engine: createEmbeddedEngine({ sql: stores.sql, now }),
+        now,
+      };
       // Read and checked before anything is applied: a bad file changes nothing.
       const events = input.events === undefined
         ? undefined
         : parseQueuedEvents(await new Response(await io.open(input.events)).text());
       const ids = input.id !== undefined
         ? [input.id]
-        : (await listDeadLetters(stores.kv, input.brandId)).map((letter) => letter.id);
+        : (await listDeadLetters(stores.queue.kv, input.brandId)).map((letter) => letter.id);
       const replayed = [];
       for (const id of ids) {
         const outcome = await replayDeadLetter(deps, id, { events });

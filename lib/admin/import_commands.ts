@@ -37,7 +37,7 @@ function _importCommand(kind: "orders" | "subscriptions") {
       }
       const result = await importNdjson(stores.sql, stream, orderImport(steps));
       // The service refits the brand's predictions on the imported history.
-      await enqueuePredictionsFit(stores.kv, input.brandId, new Date());
+      await enqueuePredictionsFit(stores.queue, input.brandId, new Date());
       return result;
     },
   });

@@ -60,13 +60,13 @@ export const shopCommands: Commands = {
         since: input.since,
         only: input.only,
       };
-      if (input.background) return await enqueueShopSync(stores.kv, request, new Date());
+      if (input.background) return await enqueueShopSync(stores.queue, request, new Date());
       const result = await runShopSync(
         shopSyncDeps(stores, config, { onProgress: _progressPrinter() }),
         request,
       );
       // The service refits the brand's predictions on the new history.
-      await enqueuePredictionsFit(stores.kv, input.brandId, new Date());
+      await enqueuePredictionsFit(stores.queue, input.brandId, new Date());
       return result;
     },
   }),

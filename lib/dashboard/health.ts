@@ -4,7 +4,12 @@
  *
  * @module
  */
-import { type DeadLetter, listDeadLetters, readBacklog } from "../ingest/queue.ts";
+import {
+  type DeadLetter,
+  type IngestQueue,
+  listDeadLetters,
+  readBacklog,
+} from "../ingest/queue.ts";
 import { readShopSyncState } from "../shopify/shop_sync.ts";
 import { lastWebhookReceipt, type WebhookReceipt } from "../shopify/webhook_receipts.ts";
 
@@ -31,12 +36,12 @@ const _SHOWN_DEAD_LETTERS = 5;
 
 /** Reads a brand's health from the stores (the backlog is the service's, shared by brands). */
 export async function brandHealth(
-  deps: { kv: Deno.Kv; queueKv?: Deno.Kv },
+  deps: { kv: Deno.Kv; queue?: Pick<IngestQueue, "kv" | "backlog"> },
   brand: { brandId: string; shop: string },
 ): Promise<BrandHealth> {
   const [backlog, letters, lastWebhook, lastBackfill] = await Promise.all([
-    readBacklog(deps.queueKv ?? deps.kv),
-    listDeadLetters(deps.kv, brand.brandId),
+    deps.queue?.backlog() ?? readBacklog(deps.kv),
+    listDeadLetters(deps.queue?.kv ?? deps.kv, brand.brandId),
     lastWebhookReceipt(deps.kv, brand.shop),
     _lastBackfill(deps.kv, brand.brandId),
   ]);

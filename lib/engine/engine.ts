@@ -33,6 +33,12 @@ export interface EventBatch {
   source: EventSource;
   receivedAt: string;
   events: IngestEvent[];
+  /**
+   * The `EVENT_REGISTRY_VERSION` (event_types.ts) the edge checked every event against
+   * ({@linkcode checkEvent}); the engine checks them again only when it runs another version (a
+   * message queued before an upgrade). Absent: unchecked (the sync path, a replayed fix).
+   */
+  checked?: string;
 }
 
 /** The engine's answer for one event (the synchronous ingest's `results[]`, without the index). */

@@ -337,3 +337,28 @@ function _schemaCache(def: EventTypeDefinition): z.ZodType {
   if (!schema) _schemas.set(def.name, schema = eventPropertiesSchema(def));
   return schema;
 }
+
+/**
+ * Bumped by hand whenever a check changes in a way the catalog below does not show (a property's
+ * zod constraint, the updateProperties rules): a message checked under an older version is then
+ * checked again by the engine.
+ */
+const _CHECK_REVISION = 1;
+
+/**
+ * The version of the event checks ({@linkcode checkEventProperties} and the registry): the hand
+ * revision and a digest of the catalog (names, required and typed properties). The edge stamps a
+ * batch it checked with it; the forwarder re-checks a batch only under another version.
+ */
+export const EVENT_REGISTRY_VERSION = `${_CHECK_REVISION}.${
+  _fnv1a(JSON.stringify(EVENT_TYPES.map(eventTypeSummary)))
+}`;
+
+function _fnv1a(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash.toString(36);
+}

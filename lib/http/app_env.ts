@@ -10,6 +10,7 @@ import type { Config } from "../config.ts";
 import type { LogLevel } from "../log.ts";
 import type { Database, Sql } from "../store/db.ts";
 import type { Engine } from "../engine/engine.ts";
+import type { IngestQueue } from "../ingest/queue.ts";
 import type { ShopifyAdmin } from "../shopify/admin_client.ts";
 import type { AuthVariables } from "./auth.ts";
 import type { BodyVariables } from "./body_limit.ts";
@@ -19,8 +20,11 @@ import type { MeterVariables } from "./usage.ts";
 /** Everything the app needs from outside, passed in so tests can swap stores and the clock. */
 export interface AppDeps {
   kv: Deno.Kv;
-  /** The KV database holding the ingest queue; the same as `kv` unless configured apart. */
-  queueKv?: Deno.Kv;
+  /**
+   * The ingest queue (Deno KV's queue or the outbox, chosen at start); its KV database is `kv`
+   * unless configured apart.
+   */
+  queue: IngestQueue;
   sql: Sql;
   /** How `sql` reaches its database (operator commands choose COPY on a server by it). */
   database?: Pick<Database, "mode">;

@@ -1,26 +1,18 @@
 /**
  * Ingest: the path of an event from the HTTP edge to the engine. This group owns edge
- * validation and queueing (this module), the Deno KV queue with its backlog and dead letters
- * (queue.ts), the checks of what storage would refuse (storable.ts) and the forwarder's handling
- * of queued batches (forwarder.ts; workers/forwarder.ts is only its process entry). See
- * docs/architecture.md and docs/operations.md.
+ * validation (this module), `acceptEvents`, the one call every ingest door makes (accept.ts),
+ * the ingest queue port with its backlog and dead letters (queue.ts: Deno KV's queue; outbox.ts:
+ * the outbox for Deno Deploy), the checks of what storage would refuse (storable.ts) and the
+ * forwarder's handling of queued batches (forwarder.ts; workers/forwarder.ts is only its process
+ * entry). See docs/architecture.md and docs/operations.md.
  *
  * @module
  */
 import { z } from "zod";
-import type { Config } from "../config.ts";
-import type { EventBatch, IngestEvent } from "../engine/engine.ts";
+import type { IngestEvent } from "../engine/engine.ts";
 import { DomainError } from "../errors.ts";
 import { decodeUtf8Body } from "../utf8.ts";
-import type { GroupCommit } from "../store/kv_group_commit.ts";
-import {
-  admitToBacklog,
-  type BacklogTicket,
-  enqueueBatch,
-  MAX_STORED_EVENT_BYTES,
-  storedSizeBound,
-  storedSizeBoundWith,
-} from "./queue.ts";
+import { MAX_STORED_EVENT_BYTES, storedSizeBound, storedSizeBoundWith } from "./queue.ts";
 import { jsonPath, parseJsonExact, unstorableValues } from "./storable.ts";
 
 /** Events per batch. */
@@ -114,17 +106,22 @@ export interface AcceptedEvent {
 }
 
 /**
- * Validates a parsed body. Batch-level problems throw (400 `bad_request`, `batch_too_large`,
- * `sync_batch_too_large`, `scope_binding`); per-event problems become rejections while the
- * valid events are accepted, each with a new server id.
+ * Validates a parsed body. Batch-level problems throw a DomainError (`invalid_input`,
+ * `batch_too_large`, or `sync_batch_too_large` for a `sync` batch, `scope_binding`); per-event
+ * problems become rejections while the valid events are accepted, each with a new server id.
  */
 export function validateBatch(
   input: JsonBody,
   options: {
     maxEvents: number;
-    tooLargeCode: "batch_too_large" | "sync_batch_too_large";
+    /** A batch applied inline (`?sync=true`), whose bound is its own. */
+    sync?: boolean;
     newId: () => string;
-    /** Further checks; `field` names where the problem is (default: by the message). */
+    /**
+     * Further checks; `field` names where the problem is (default: by the message). A queued
+     * batch's must include the engine's `checkEvent`: acceptEvents marks its events checked, and
+     * the forwarder does not check them again under the same event registry.
+     */
     check?: (event: IngestEvent) => { error: string; field?: string } | null;
   },
 ): { accepted: AcceptedEvent[]; rejected: Rejection[] } {
@@ -155,7 +152,7 @@ export function validateBatch(
   if (events.length === 0) throw new DomainError("invalid_input", "$.events must not be empty");
   if (events.length > options.maxEvents) {
     throw new DomainError(
-      options.tooLargeCode,
+      options.sync ? "sync_batch_too_large" : "batch_too_large",
       `at most ${options.maxEvents} events per batch; got ${events.length}`,
     );
   }
@@ -421,66 +418,6 @@ export function parseJsonBody(bytes: Uint8Array | null): JsonBody {
   } catch {
     throw new DomainError("invalid_input", "body is not valid JSON");
   }
-}
-
-/** Seconds a client told `queue_full` waits before it retries. */
-export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
-
-/**
- * Queues a batch of accepted events; 503 `service_unavailable` (nothing accepted) on failure,
- * and 503 `queue_full` with `Retry-After` (nothing accepted) while the backlog is at
- * `INGEST_MAX_BACKLOG`. `also` joins the queue's commit (only when the queue lives in
- * `deps.kv`); returns true when it did, i.e. something was committed with it.
- */
-export async function queueBatch(
-  deps: {
-    kv: Deno.Kv;
-    queueKv?: Deno.Kv;
-    newId: () => string;
-    config: Pick<Config, "ingestRetryBackoffMs" | "ingestMaxBacklog">;
-  },
-  input: {
-    brandId: string;
-    batch: EventBatch;
-    /** The group commit over the queue's KV database. */
-    commit: GroupCommit;
-    also?: (op: Deno.AtomicOperation) => void;
-    sizes?: number[];
-  },
-): Promise<boolean> {
-  if (input.batch.events.length === 0) return false;
-  const kv = deps.queueKv ?? deps.kv;
-  const folded = input.also !== undefined && kv === deps.kv;
-  let ticket: BacklogTicket | null = null;
-  try {
-    ticket = await admitToBacklog(kv, input.batch.events.length, deps.config.ingestMaxBacklog);
-    if (ticket) {
-      await enqueueBatch(kv, {
-        brandId: input.brandId,
-        batch: input.batch,
-        newId: deps.newId,
-        backoffMs: deps.config.ingestRetryBackoffMs,
-        also: folded ? input.also : undefined,
-        sizes: input.sizes,
-        commit: input.commit,
-      });
-      ticket.settle(true);
-      return folded;
-    }
-  } catch (err) {
-    ticket?.settle(false);
-    throw new DomainError(
-      "service_unavailable",
-      "the ingest queue is unavailable; no events were accepted, retry the batch",
-      { cause: err },
-    );
-  }
-  throw new DomainError(
-    "queue_full",
-    `the ingest queue holds ${deps.config.ingestMaxBacklog} or more events; no events were ` +
-      `accepted, retry the batch after ${QUEUE_FULL_RETRY_AFTER_SECONDS}s`,
-    { retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS },
-  );
 }
 
 /**

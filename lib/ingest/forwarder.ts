@@ -7,17 +7,11 @@
 import { log } from "../log.ts";
 import type { ApplyResult, Engine, EventBatch } from "../engine/engine.ts";
 import { databaseFailure } from "../store/db.ts";
-import {
-  type EventsMessage,
-  isEventsMessage,
-  retireBacklogMessage,
-  retireBacklogMessages,
-  writeDeadLetter,
-} from "./queue.ts";
+import { type EventsMessage, type IngestQueue, isEventsMessage, writeDeadLetter } from "./queue.ts";
 
-/** What the forwarder needs: the queue's store, the engine and a clock. */
+/** What the forwarder needs: the ingest queue, the engine and a clock. */
 export interface ForwarderDeps {
-  kv: Deno.Kv;
+  queue: IngestQueue;
   engine: Engine;
   now: () => Date;
   /**
@@ -25,11 +19,7 @@ export interface ForwarderDeps {
    * wait under KV's renewed lease.
    */
   concurrency?: number;
-  /**
-   * When set, a wake-up message every `wakeMs`: Deno KV's SQLite backend wakes a listener only
-   * for its own process's enqueues, so a forwarder in a process of its own would otherwise not
-   * see the service's messages for minutes.
-   */
+  /** Passed to {@linkcode IngestQueue.consume}: a forwarder in a process of its own sets it. */
   wakeMs?: number;
   /**
    * How long one delivery waits for an unreachable database before it fails (default one hour);
@@ -40,14 +30,12 @@ export interface ForwarderDeps {
   jobs?: Record<string, (message: unknown) => Promise<void>>;
 }
 
-const _WAKE = { kind: "wake" } as const;
-
 /** At most this many messages, and this many events, apply in one group's transaction. */
 const _GROUP_MESSAGES = 16;
 const _GROUP_EVENTS = 1_000;
 
 /**
- * The one handler of the KV queue, dispatching on the message kind. Delivery is at-least-once,
+ * The one handler of the ingest queue, dispatching on the message kind. Delivery is at-least-once,
  * so every kind must be idempotent (the engine skips event ids it already stored).
  *
  * A thrown error is transient (the engine stored nothing): KV redelivers on the message's
@@ -68,7 +56,6 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
     ? _groupingForwarder(deps, deps.engine.applyEventGroup.bind(deps.engine))
     : _singleForwarder(deps);
   return async function handleQueueMessage(message) {
-    if ((message as { kind?: unknown })?.kind === _WAKE.kind) return;
     const job = deps.jobs?.[String((message as { kind?: unknown })?.kind)];
     if (job) return await job(message);
     if (!isEventsMessage(message)) {
@@ -159,7 +146,7 @@ async function _forwardGroup(
         () => applyGroup(group.map((w) => w.message.batch)),
       );
       for (const [i, w] of group.entries()) await _deadLetterRefused(deps, w.message, results[i]!);
-      await retireBacklogMessages(deps.kv, group.map((w) => w.message.id));
+      await deps.queue.retire(group.map((w) => w.message.id));
       for (const w of group) w.resolve();
       return;
     } catch (err) {
@@ -185,7 +172,7 @@ async function _forwardOne(deps: ForwarderDeps, message: EventsMessage): Promise
   await _deadLetterRefused(deps, message, results);
   // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
   // nothing twice and retires the message then.
-  await retireBacklogMessage(deps.kv, message.id);
+  await deps.queue.retire([message.id]);
 }
 
 async function _whenReachable<T>(deps: ForwarderDeps, apply: () => Promise<T>): Promise<T> {
@@ -214,7 +201,7 @@ async function _deadLetterRefused(
   });
   if (failed.length === 0) return;
   await writeDeadLetter(
-    deps.kv,
+    deps.queue.kv,
     { ...message, batch: { ...message.batch, events: failed.map((f) => f.event) } },
     failed.map((f) => `${f.event.id}: ${f.reason}`).join("; ").slice(0, 2000),
     deps.now(),
@@ -240,13 +227,7 @@ function _semaphore(size: number): { acquire(): Promise<() => void> } {
   };
 }
 
-/** Starts the queue consumer; the promise settles when the KV handle closes. */
+/** Starts the queue consumer; the promise settles when the queue stops or its KV closes. */
 export function startForwarder(deps: ForwarderDeps): Promise<void> {
-  const listening = deps.kv.listenQueue(createQueueHandler(deps));
-  if (deps.wakeMs === undefined) return listening;
-  const timer = setInterval(() => {
-    // A failed wake-up (the store closing) only delays delivery until the next one.
-    deps.kv.enqueue(_WAKE).catch(() => {});
-  }, deps.wakeMs);
-  return listening.finally(() => clearInterval(timer));
+  return deps.queue.consume(createQueueHandler(deps), { wakeMs: deps.wakeMs });
 }

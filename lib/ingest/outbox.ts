@@ -1,22 +1,25 @@
 /**
- * The ingest outbox (`INGEST_QUEUE=outbox`): Deno KV's queue made of plain KV entries, for a KV
- * database that does not deliver queue messages (the platform's default database on Deno Deploy,
- * whose documentation no longer offers queues). {@linkcode createOutbox} wraps a KV handle so
- * that `enqueue` (alone or in an atomic operation) writes an outbox entry in the same commit, and
- * `listenQueue` drains the entries with the queue's guarantees: at-least-once delivery under a
+ * The ingest outbox (`INGEST_QUEUE=outbox`): the ingest queue (lib/ingest/queue.ts) made of plain
+ * KV entries, for a KV database that does not deliver queue messages (the platform's default
+ * database on Deno Deploy, whose documentation no longer offers queues). A message is an outbox
+ * entry written in the same commit as the rest of its batch, and {@linkcode IngestQueue.consume}
+ * drains the entries with the guarantees of Deno KV's queue: at-least-once delivery under a
  * renewed lease, retries on the message's `backoffSchedule`, and `keysIfUndelivered` written when
- * they run out. Everything that enqueues or listens (lib/ingest/queue.ts, forwarder.ts) works
- * unchanged over the wrapped handle. See docs/operations.md.
+ * they run out. See docs/operations.md.
  *
  * @module
  */
 import { log } from "../log.ts";
 import { ingestOutboxKey, ingestOutboxPrefix } from "../store/kv_keys.ts";
+import {
+  type IngestQueue,
+  type IngestQueueOptions,
+  KvBackedQueue,
+  type SendOptions,
+} from "./queue.ts";
 
-/** What the outbox needs: a clock, ids for its entries, and how eagerly it drains. */
+/** How eagerly the outbox drains, and its clock. */
 export interface OutboxOptions {
-  /** Time-ordered ids (ULIDs), so that entries drain oldest first. */
-  newId: () => string;
   now?: () => number;
   /** Messages delivered at once by one listener (default 4). */
   concurrency?: number;
@@ -26,15 +29,6 @@ export interface OutboxOptions {
   maxIdleMs?: number;
   /** How long a claimed message is held before another listener may take it (default 30 s). */
   leaseMs?: number;
-}
-
-/** A KV handle whose queue is the outbox, a way to drain it on demand, and to stop listening. */
-export interface Outbox {
-  kv: Deno.Kv;
-  /** Resolves once a pass finds nothing ready and nothing in flight (at once without listener). */
-  drained(): Promise<void>;
-  /** Ends `listenQueue` (its promise settles without awaiting deliveries in flight). */
-  stop(): void;
 }
 
 interface _Entry {
@@ -49,74 +43,61 @@ interface _Entry {
   backoffSchedule: number[];
 }
 
-type _EnqueueOptions = Parameters<Deno.Kv["enqueue"]>[1];
-
 // Deno KV's own schedule when an enqueue gives none.
 const _DEFAULT_BACKOFF_MS = [1_000, 5_000, 10_000];
 // Entries one pass reads; leased or delayed entries ahead of ready ones count against it.
 const _LIST_LIMIT = 500;
 
-/** Wraps `kv` so that its queue is an outbox of KV entries (see the module documentation). */
-export function createOutbox(kv: Deno.Kv, options: OutboxOptions): Outbox {
-  const now = options.now ?? Date.now;
-  const drainer = new _Drainer(kv, options, now);
-  const entryFor = (value: unknown, opts: _EnqueueOptions): _Entry => ({
-    message: value,
-    failures: 0,
-    notBefore: now() + (opts?.delay ?? 0),
-    leaseUntil: 0,
-    keysIfUndelivered: opts?.keysIfUndelivered ?? [],
-    backoffSchedule: opts?.backoffSchedule ?? _DEFAULT_BACKOFF_MS,
-  });
-  const atomic = () => {
-    const op = kv.atomic();
-    let enqueued = false;
-    const proxy: Deno.AtomicOperation = new Proxy(op, {
-      get(target, prop) {
-        if (prop === "enqueue") {
-          return (value: unknown, opts: _EnqueueOptions) => {
-            target.set(ingestOutboxKey(options.newId()), entryFor(value, opts));
-            enqueued = true;
-            return proxy;
-          };
-        }
-        if (prop === "commit") {
-          return async () => {
-            const result = await target.commit();
-            if (result.ok && enqueued) drainer.wake();
-            return result;
-          };
-        }
-        const member = Reflect.get(target, prop, target);
-        if (typeof member !== "function") return member;
-        return (...args: unknown[]) => {
-          member.apply(target, args);
-          return proxy;
-        };
-      },
-    });
-    return proxy;
-  };
-  const wrapped = new Proxy(kv, {
-    get(target, prop) {
-      switch (prop) {
-        case "atomic":
-          return atomic;
-        case "enqueue":
-          return (value: unknown, opts: _EnqueueOptions) => atomic().enqueue(value, opts).commit();
-        case "listenQueue":
-          return (handler: (message: unknown) => Promise<void> | void) => drainer.run(handler);
-        case "close":
-          return () => {
-            drainer.stop();
-            target.close();
-          };
-      }
-      const member = Reflect.get(target, prop, target);
-      return typeof member === "function" ? member.bind(target) : member;
-    },
-  });
-  return { kv: wrapped, drained: () => drainer.drained(), stop: () => drainer.stop() };
+/** The ingest queue as an outbox of KV entries (see the module documentation). */
+export function createOutboxQueue(
+  kv: Deno.Kv,
+  options: IngestQueueOptions & OutboxOptions,
+): IngestQueue {
+  return new _OutboxQueue(kv, options);
+}
+
+class _OutboxQueue extends KvBackedQueue {
+  readonly kind = "outbox" as const;
+  readonly #now: () => number;
+  readonly #drainer: _Drainer;
+
+  constructor(kv: Deno.Kv, options: IngestQueueOptions & OutboxOptions) {
+    super(kv, options);
+    this.#now = options.now ?? Date.now;
+    this.#drainer = new _Drainer(kv, options, this.#now);
+  }
+
+  protected write(op: Deno.AtomicOperation, message: unknown, options: SendOptions): void {
+    // Ids are time-ordered (ULIDs), so that entries drain oldest first.
+    op.set(
+      ingestOutboxKey(this.newId()),
+      {
+        message,
+        failures: 0,
+        notBefore: this.#now() + (options.delay ?? 0),
+        leaseUntil: 0,
+        keysIfUndelivered: options.keysIfUndelivered ?? [],
+        backoffSchedule: options.backoffSchedule ?? _DEFAULT_BACKOFF_MS,
+      } satisfies _Entry,
+    );
+  }
+
+  protected written(): void {
+    this.#drainer.wake();
+  }
+
+  consume(handler: (message: unknown) => Promise<void> | void): Promise<void> {
+    // Polled: no wake-up messages are needed for another process's entries.
+    return this.#drainer.run(handler);
+  }
+
+  drained(): Promise<void> {
+    return this.#drainer.drained();
+  }
+
+  stop(): void {
+    this.#drainer.stop();
+  }
 }
 
 class _Drainer {

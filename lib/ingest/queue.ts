@@ -1,6 +1,8 @@
 /**
- * The ingest queue on Deno KV: enqueueing batches, the backlog bound (`INGEST_MAX_BACKLOG`),
- * stored-size bounds, and the dead letters an operator lists and replays (docs/operations.md).
+ * The ingest port ({@linkcode IngestQueue}) and Deno KV's queue behind it; what both queues share
+ * (packing batches into messages, the backlog bound `INGEST_MAX_BACKLOG` and its accounting,
+ * stored-size bounds), and the dead letters an operator lists and replays (docs/operations.md).
+ * The outbox for Deno Deploy is outbox.ts.
  *
  * @module
  */
@@ -13,7 +15,7 @@ import {
   ingestBacklogUndeliveredKey,
   ingestBacklogUndeliveredPrefix,
 } from "../store/kv_keys.ts";
-import type { GroupCommit } from "../store/kv_group_commit.ts";
+import { DomainError } from "../errors.ts";
 
 /** A queue message carrying events for the engine. */
 export interface EventsMessage {
@@ -62,65 +64,287 @@ export function chunkEvents(events: IngestEvent[], sizes?: number[]): IngestEven
   return chunks;
 }
 
-/** What {@linkcode enqueueBatch} is given. */
-export interface EnqueueInput {
+/** A batch for the queue: a brand's events of one scope and source. */
+export interface QueueBatch {
   brandId: string;
   batch: EventBatch;
-  newId: () => string;
-  backoffMs?: number[];
-  also?: (op: Deno.AtomicOperation) => void;
   /** `storedSizeBound` of each event, when the caller has it. */
   sizes?: number[];
-  commit?: GroupCommit;
+  /** Other writes (a request's limiter counts and usage record) for the same KV commit. */
+  also?: (op: Deno.AtomicOperation) => void;
+}
+
+/** How a message is written besides its value (Deno KV's own `enqueue` options). */
+export interface SendOptions {
+  /** Writes and checks of the caller's, committed with the message (or refused with it). */
+  with?: (op: Deno.AtomicOperation) => void;
+  delay?: number;
+  keysIfUndelivered?: Deno.KvKey[];
+  backoffSchedule?: number[];
 }
 
 /**
- * Enqueues a batch as one or more messages in a single atomic KV commit: either every event is
- * queued or none is (the caller then answers 503 and accepts nothing). `also` adds the request's
- * other writes (its limiter counts and usage record) to the same commit; `commit` shares it with
- * other requests' (a group commit over `kv`). The same commit counts the events into the backlog
- * (a marker per message and the `enqueued` total; see {@linkcode readBacklog}).
- *
- * With `commit`, the batches of concurrent requests also share messages: those that arrive while
- * a commit is under way are packed, per brand, scope and source, into as few messages as fit the
- * queue's size limit (the packed batch's `receivedAt` is its earliest). A file-backed KV store
- * delivers a bounded number of messages a second whatever their size, so packing is what lets the
- * forwarder keep up with the edge. Should a packed commit fail, each request's batch is committed
- * again on its own, so one request's problem is never its neighbours'.
+ * The ingest port: where accepted events wait for the forwarder. Two implementations, chosen at
+ * start (`INGEST_QUEUE`): Deno KV's own queue ({@linkcode createKvQueue}) and the outbox of plain
+ * KV entries for a KV database that does not deliver queue messages (outbox.ts). Both keep the
+ * backlog, the dead letters and the counters in {@linkcode IngestQueue.kv}.
  */
-export async function enqueueBatch(kv: Deno.Kv, input: EnqueueInput): Promise<void> {
-  if (!input.commit) {
-    const op = kv.atomic();
-    _packWrite([input])(op);
+export interface IngestQueue {
+  readonly kind: "kv" | "outbox";
+  /** The KV database holding the queue, its backlog counters and its dead letters. */
+  readonly kv: Deno.Kv;
+  /**
+   * Accepts a batch: admitted under the backlog bound, then queued in one atomic KV commit with
+   * its `also` writes (either every event is queued or none is). Throws `queue_full` (the
+   * backlog is at its bound) or `service_unavailable` (the commit failed); nothing is queued then.
+   */
+  accept(input: QueueBatch): Promise<void>;
+  /** Queues one message (a job) in a commit of its own with `options.with`; false if refused. */
+  send(message: unknown, options?: SendOptions): Promise<boolean>;
+  /**
+   * Delivers every message to `handler` (at least once; a throw retries it on its backoff) until
+   * the queue stops or its KV database closes. `wakeMs`: see {@linkcode createKvQueue}.
+   */
+  consume(
+    handler: (message: unknown) => Promise<void> | void,
+    options?: { wakeMs?: number },
+  ): Promise<void>;
+  /** Queued events not yet done, read now ({@linkcode readBacklog}). */
+  backlog(): Promise<number>;
+  /** The backlog as this process sees it: cached, plus its own admissions since. */
+  estimatedBacklog(): Promise<number>;
+  /** Counts finished messages (applied or dead-lettered) out of the backlog; idempotent. */
+  retire(messageIds: string[]): Promise<void>;
+  /** Resolves once nothing is ready to deliver (at once when not consuming). */
+  drained(): Promise<void>;
+  /**
+   * Stops consuming: the outbox's `consume` ends at once (deliveries in flight are not awaited),
+   * Deno KV's when its database closes.
+   */
+  stop(): void;
+}
+
+/** What every queue is built with. */
+export interface IngestQueueOptions {
+  /** Ids of messages (time-ordered). */
+  newId: () => string;
+  /** Retry delays of an events message (default {@linkcode DEFAULT_BACKOFF_MS}). */
+  backoffMs?: number[];
+  /** Events queued at most (`INGEST_MAX_BACKLOG`); `accept` refuses past it (default none). */
+  maxBacklog?: number;
+}
+
+/** Seconds a client told `queue_full` waits before it retries. */
+export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * What both queues share: the backlog bound and accounting, and one batching layer over KV
+ * commits. Concurrent `accept`s wait while a commit is under way; the next commit takes them
+ * together and packs their events, per brand, scope and source, into as few messages as fit the
+ * message size limit (a packed batch's `receivedAt` is its earliest). A file-backed KV store
+ * delivers a bounded number of messages a second whatever their size, and each commit costs far
+ * more than its mutations, so packing is what lets the forwarder keep up with the edge. Should a
+ * shared commit fail, each request's batch is committed again on its own, so one request's
+ * problem is never its neighbours'. The implementations say how a message is written and read.
+ */
+export abstract class KvBackedQueue implements IngestQueue {
+  abstract readonly kind: "kv" | "outbox";
+  readonly kv: Deno.Kv;
+  protected readonly newId: () => string;
+  readonly #backoffMs: number[];
+  readonly #maxBacklog: number;
+  readonly #gate: BacklogGate;
+  #waiting: _PackItem[] = [];
+  #draining = false;
+
+  constructor(kv: Deno.Kv, options: IngestQueueOptions) {
+    this.kv = kv;
+    this.newId = options.newId;
+    this.#backoffMs = options.backoffMs ?? DEFAULT_BACKOFF_MS;
+    this.#maxBacklog = options.maxBacklog ?? Infinity;
+    this.#gate = new BacklogGate(kv);
+  }
+
+  /** Adds `message` to `op` the way this queue stores messages. */
+  protected abstract write(op: Deno.AtomicOperation, message: unknown, options: SendOptions): void;
+  /** Called after a commit that wrote messages landed. */
+  protected abstract written(): void;
+  abstract consume(
+    handler: (message: unknown) => Promise<void> | void,
+    options?: { wakeMs?: number },
+  ): Promise<void>;
+  abstract drained(): Promise<void>;
+  abstract stop(): void;
+
+  async accept(input: QueueBatch): Promise<void> {
+    const count = input.batch.events.length;
+    if (count === 0) return;
+    let ticket: BacklogTicket | null = null;
+    try {
+      ticket = await this.#gate.admit(count, this.#maxBacklog);
+      if (ticket) {
+        await this.#pack(input);
+        ticket.settle(true);
+        return;
+      }
+    } catch (err) {
+      ticket?.settle(false);
+      throw new DomainError(
+        "service_unavailable",
+        "the ingest queue is unavailable; no events were accepted, retry the batch",
+        { cause: err },
+      );
+    }
+    throw new DomainError(
+      "queue_full",
+      `the ingest queue holds ${this.#maxBacklog} or more events; no events were accepted, ` +
+        `retry the batch after ${QUEUE_FULL_RETRY_AFTER_SECONDS}s`,
+      { retryAfterSeconds: QUEUE_FULL_RETRY_AFTER_SECONDS },
+    );
+  }
+
+  async send(message: unknown, options: SendOptions = {}): Promise<boolean> {
+    const op = this.kv.atomic();
+    options.with?.(op);
+    this.write(op, message, options);
     const result = await op.commit();
+    if (result.ok) this.written();
+    return result.ok;
+  }
+
+  backlog(): Promise<number> {
+    return readBacklog(this.kv);
+  }
+
+  estimatedBacklog(): Promise<number> {
+    return this.#gate.estimate();
+  }
+
+  async retire(messageIds: string[]): Promise<void> {
+    if (messageIds.length === 1) await retireBacklogMessage(this.kv, messageIds[0]!);
+    else if (messageIds.length > 1) await retireBacklogMessages(this.kv, messageIds);
+  }
+
+  #pack(input: QueueBatch): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#waiting.push({ input, resolve, reject });
+      if (!this.#draining) void this.#drain();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    this.#draining = true;
+    while (this.#waiting.length > 0) {
+      // While messages wait for delivery, fuller ones drain the queue faster than a commit made
+      // at once would. An idle queue commits a lone request at once.
+      if (this.#waiting.length < _PACK_REQUESTS && this.#gate.peek() >= _LINGER_BACKLOG) {
+        await new Promise((resolve) => setTimeout(resolve, _PACK_LINGER_MS));
+      }
+      let count = 0;
+      let bytes = 0;
+      while (count < this.#waiting.length && count < _PACK_REQUESTS) {
+        const size = _bytesOf(this.#waiting[count]!.input);
+        if (count > 0 && bytes + size > _PACK_BYTES) break;
+        bytes += size;
+        count++;
+      }
+      const items = this.#waiting.splice(0, count);
+      try {
+        await this.#commit(items.map((i) => i.input));
+        for (const item of items) item.resolve();
+      } catch (err) {
+        if (items.length === 1) {
+          items[0]!.reject(err);
+          continue;
+        }
+        // Safe on the local SQLite KV, where a failed commit wrote nothing; a remote KV whose
+        // commit timed out after landing would count its sums twice.
+        for (const item of items) await this.#commit([item.input]).then(item.resolve, item.reject);
+      }
+    }
+    this.#draining = false;
+  }
+
+  /** Commits the given requests' writes and their events packed into messages. */
+  async #commit(inputs: QueueBatch[]): Promise<void> {
+    const op = this.kv.atomic();
+    for (const input of inputs) input.also?.(op);
+    let total = 0;
+    for (const message of packMessages(inputs, this.newId)) {
+      total += message.batch.events.length;
+      op.set(ingestBacklogMarkerKey(message.id), message.batch.events.length);
+      this.write(op, message, {
+        keysIfUndelivered: [deadLetterKey(message.id), ingestBacklogUndeliveredKey(message.id)],
+        backoffSchedule: this.#backoffMs,
+      });
+    }
+    if (total > 0) op.sum(ingestBacklogCounterKey("enqueued"), BigInt(total));
+    const result = await op.commit();
+    // Only a check can refuse a commit, and these writes carry none.
     if (!result.ok) throw new Error("ingest queue commit was refused");
-    return;
+    this.written();
   }
-  let packer = _packers.get(input.commit);
-  if (!packer) {
-    packer = { waiting: [], draining: false };
-    _packers.set(input.commit, packer);
+}
+
+/** Deno KV's own queue (`INGEST_QUEUE=kv`), the default beside a local KV file. */
+class _KvQueue extends KvBackedQueue {
+  readonly kind = "kv" as const;
+  #stopped = false;
+
+  protected write(op: Deno.AtomicOperation, message: unknown, options: SendOptions): void {
+    op.enqueue(message, {
+      delay: options.delay,
+      keysIfUndelivered: options.keysIfUndelivered,
+      backoffSchedule: options.backoffSchedule,
+    });
   }
-  const waitingIn = packer;
-  return await new Promise<void>((resolve, reject) => {
-    waitingIn.waiting.push({ input, resolve, reject });
-    if (!waitingIn.draining) void _drainPacks(kv, input.commit!, waitingIn);
-  });
+
+  protected written(): void {}
+
+  consume(
+    handler: (message: unknown) => Promise<void> | void,
+    options: { wakeMs?: number } = {},
+  ): Promise<void> {
+    const listening = this.kv.listenQueue((message) => {
+      if ((message as { kind?: unknown })?.kind === _WAKE.kind) return;
+      return handler(message);
+    });
+    if (options.wakeMs === undefined) return listening;
+    const timer = setInterval(() => {
+      // A failed wake-up (the store closing) only delays delivery until the next one.
+      if (!this.#stopped) this.kv.enqueue(_WAKE).catch(() => {});
+    }, options.wakeMs);
+    return listening.finally(() => clearInterval(timer));
+  }
+
+  drained(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  stop(): void {
+    // Deno KV's listener ends only when its database closes.
+    this.#stopped = true;
+  }
+}
+
+const _WAKE = { kind: "wake" } as const;
+
+/**
+ * The ingest queue on Deno KV's own queue. `consume(handler, { wakeMs })` also enqueues a
+ * wake-up message every `wakeMs`: Deno KV's SQLite backend wakes a listener only for its own
+ * process's enqueues, so a forwarder in a process of its own would otherwise not see the
+ * service's messages for minutes.
+ */
+export function createKvQueue(kv: Deno.Kv, options: IngestQueueOptions): IngestQueue {
+  return new _KvQueue(kv, options);
 }
 
 interface _PackItem {
-  input: EnqueueInput;
+  input: QueueBatch;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
 
-/** The requests waiting for the next packed commit over one group commit. */
-interface _Packer {
-  waiting: _PackItem[];
-  draining: boolean;
-}
-
-const _packers = new WeakMap<GroupCommit, _Packer>();
 /** Bounds of one packed commit: requests, and their events' stored size. */
 const _PACK_REQUESTS = 64;
 const _PACK_BYTES = 384 * 1024;
@@ -132,55 +356,23 @@ const _PACK_BYTES = 384 * 1024;
 const _PACK_LINGER_MS = 5;
 const _LINGER_BACKLOG = 2_000;
 
-async function _drainPacks(kv: Deno.Kv, commit: GroupCommit, packer: _Packer): Promise<void> {
-  packer.draining = true;
-  while (packer.waiting.length > 0) {
-    // A file-backed KV store delivers a bounded number of messages a second whatever their
-    // size: while messages wait for delivery, fuller ones drain the queue faster than a commit
-    // made at once would. An idle queue commits a lone request at once.
-    if (packer.waiting.length < _PACK_REQUESTS && _queuedEvents(kv) >= _LINGER_BACKLOG) {
-      await new Promise((resolve) => setTimeout(resolve, _PACK_LINGER_MS));
-    }
-    let count = 0;
-    let bytes = 0;
-    while (count < packer.waiting.length && count < _PACK_REQUESTS) {
-      const size = _bytesOf(packer.waiting[count]!.input);
-      if (count > 0 && bytes + size > _PACK_BYTES) break;
-      bytes += size;
-      count++;
-    }
-    const items = packer.waiting.splice(0, count);
-    try {
-      await commit.commit(_packWrite(items.map((i) => i.input)), bytes);
-      for (const item of items) item.resolve();
-    } catch (err) {
-      if (items.length === 1) {
-        items[0]!.reject(err);
-        continue;
-      }
-      for (const item of items) {
-        await commit.commit(_packWrite([item.input]), _bytesOf(item.input))
-          .then(item.resolve, item.reject);
-      }
-    }
-  }
-  packer.draining = false;
-}
-
-function _bytesOf(input: EnqueueInput): number {
+function _bytesOf(input: QueueBatch): number {
   return input.sizes?.reduce((sum, size) => sum + size, 0) ??
     input.batch.events.reduce((sum, event) => sum + storedSizeBound(event), 0);
 }
 
-/** The KV writes of the given requests: their own, and their events packed into messages. */
-function _packWrite(inputs: EnqueueInput[]): (op: Deno.AtomicOperation) => void {
+/**
+ * The messages of the given batches: per brand, scope and source, their events in as few
+ * messages as fit the queue's size limit ({@linkcode chunkEvents}).
+ */
+export function packMessages(inputs: QueueBatch[], newId: () => string): EventsMessage[] {
   const groups = new Map<
     string,
-    { inputs: EnqueueInput[]; events: IngestEvent[]; sizes: number[] }
+    { inputs: QueueBatch[]; events: IngestEvent[]; sizes: number[] }
   >();
   for (const input of inputs) {
     const { scope, source } = input.batch;
-    const key = JSON.stringify([input.brandId, scope, source, input.backoffMs ?? null]);
+    const key = JSON.stringify([input.brandId, scope, source, input.batch.checked ?? null]);
     let group = groups.get(key);
     if (!group) groups.set(key, group = { inputs: [], events: [], sizes: [] });
     group.inputs.push(input);
@@ -189,34 +381,20 @@ function _packWrite(inputs: EnqueueInput[]): (op: Deno.AtomicOperation) => void 
       ...(input.sizes ?? input.batch.events.map((event) => storedSizeBound(event))),
     );
   }
-  const messages: { message: EventsMessage; backoffMs?: number[] }[] = [];
+  const messages: EventsMessage[] = [];
   for (const { inputs: members, events, sizes } of groups.values()) {
     const first = members[0]!;
     const receivedAt = members.map((i) => i.batch.receivedAt).reduce((a, b) => a < b ? a : b);
     for (const chunk of chunkEvents(events, sizes)) {
       messages.push({
-        message: {
-          kind: "events",
-          id: first.newId(),
-          brandId: first.brandId,
-          batch: { ...first.batch, receivedAt, events: chunk },
-        },
-        backoffMs: first.backoffMs,
+        kind: "events",
+        id: newId(),
+        brandId: first.brandId,
+        batch: { ...first.batch, receivedAt, events: chunk },
       });
     }
   }
-  const total = inputs.reduce((sum, input) => sum + input.batch.events.length, 0);
-  return (op) => {
-    for (const input of inputs) input.also?.(op);
-    for (const { message, backoffMs } of messages) {
-      op.set(ingestBacklogMarkerKey(message.id), message.batch.events.length);
-      op.enqueue(message, {
-        keysIfUndelivered: [deadLetterKey(message.id), ingestBacklogUndeliveredKey(message.id)],
-        backoffSchedule: backoffMs ?? DEFAULT_BACKOFF_MS,
-      });
-    }
-    if (total > 0) op.sum(ingestBacklogCounterKey("enqueued"), BigInt(total));
-  };
+  return messages;
 }
 
 /**
@@ -304,94 +482,83 @@ export interface BacklogTicket {
   settle(committed: boolean): void;
 }
 
-interface _Gate {
+/**
+ * The backlog bound of one queue in one process: the backlog is read from KV at most every
+ * {@linkcode BACKLOG_CACHE_MS}, plus what the process admitted since; so one process never
+ * admits past the bound by more than one batch a request in flight, and other processes'
+ * admissions are seen within that interval (docs/operations.md). Now and then a read also
+ * retires the messages KV dead-lettered ({@linkcode retireUndelivered}).
+ */
+export class BacklogGate {
+  readonly #kv: Deno.Kv;
   /** The backlog as last read, and when that read started. */
-  backlog: number;
-  readAt: number;
+  #backlog = 0;
+  #readAt = -Infinity;
   /** Events this process admitted since that read started (or in flight when it did). */
-  added: number;
+  #added = 0;
   /** Events admitted whose enqueue has not settled yet. */
-  inFlight: number;
-  reading: Promise<void> | null;
-  sweptAt: number;
-}
+  #inFlight = 0;
+  #reading: Promise<void> | null = null;
+  #sweptAt = 0;
 
-// One per queue database and process: the figure is shared by all of the process's requests.
-const _gates = new WeakMap<Deno.Kv, _Gate>();
-
-/**
- * Admits `events` to the ingest queue while its backlog is under `maxBacklog`, else null. The
- * backlog is read from KV at most every {@linkcode BACKLOG_CACHE_MS} per process, plus what the
- * process admitted since; so one process never admits past the bound by more than one batch a
- * request in flight, and other processes' admissions are seen within that interval (docs/operations.md).
- */
-export async function admitToBacklog(
-  kv: Deno.Kv,
-  events: number,
-  maxBacklog: number,
-): Promise<BacklogTicket | null> {
-  const gate = await _freshGate(kv);
-  if (gate.backlog + gate.added >= maxBacklog) return null;
-  const admitted = gate;
-  admitted.added += events;
-  admitted.inFlight += events;
-  return {
-    settle(committed) {
-      admitted.inFlight -= events;
-      if (!committed) admitted.added = Math.max(0, admitted.added - events);
-    },
-  };
-}
-
-// The backlog as last read by this process, plus its admissions since; 0 before the first read.
-function _queuedEvents(kv: Deno.Kv): number {
-  const gate = _gates.get(kv);
-  return gate ? gate.backlog + gate.added : 0;
-}
-
-/**
- * The backlog as this process sees it: the figure {@linkcode admitToBacklog} decides on (read at
- * most every {@linkcode BACKLOG_CACHE_MS}, plus what the process admitted since).
- */
-export async function estimateBacklog(kv: Deno.Kv): Promise<number> {
-  const gate = await _freshGate(kv);
-  return gate.backlog + gate.added;
-}
-
-async function _freshGate(kv: Deno.Kv): Promise<_Gate> {
-  let gate = _gates.get(kv);
-  if (!gate) {
-    gate = { backlog: 0, readAt: -Infinity, added: 0, inFlight: 0, reading: null, sweptAt: 0 };
-    _gates.set(kv, gate);
+  constructor(kv: Deno.Kv) {
+    this.#kv = kv;
   }
-  if (performance.now() - gate.readAt >= BACKLOG_CACHE_MS) await _refresh(kv, gate);
-  return gate;
-}
 
-function _refresh(kv: Deno.Kv, gate: _Gate): Promise<void> {
-  gate.reading ??= (async () => {
-    const started = performance.now();
-    const addedBefore = gate.added;
-    const inFlight = gate.inFlight;
-    try {
-      const backlog = await readBacklog(kv);
-      // What was admitted before the read is in it, save what was still in flight (counted twice
-      // at worst, which only refuses a little early).
-      gate.backlog = backlog;
-      gate.added = Math.max(0, gate.added - addedBefore + inFlight);
-      gate.readAt = started;
-    } finally {
-      gate.reading = null;
-    }
-    if (started - gate.sweptAt >= UNDELIVERED_SWEEP_MS) {
-      gate.sweptAt = started;
-      // In the background: a failed sweep (the store closing) is retried by the next one.
-      retireUndelivered(kv).then((retired) => {
-        if (retired > 0) gate.readAt = -Infinity;
-      }, () => {});
-    }
-  })();
-  return gate.reading;
+  /** Admits `events` while the backlog is under `maxBacklog`, else null. */
+  async admit(events: number, maxBacklog: number): Promise<BacklogTicket | null> {
+    await this.#fresh();
+    if (this.#backlog + this.#added >= maxBacklog) return null;
+    this.#added += events;
+    this.#inFlight += events;
+    return {
+      settle: (committed) => {
+        this.#inFlight -= events;
+        if (!committed) this.#added = Math.max(0, this.#added - events);
+      },
+    };
+  }
+
+  /** The figure {@linkcode BacklogGate.admit} decides on, refreshed when stale. */
+  async estimate(): Promise<number> {
+    await this.#fresh();
+    return this.#backlog + this.#added;
+  }
+
+  /** The figure as last known, without reading (0 before the first read). */
+  peek(): number {
+    return this.#backlog + this.#added;
+  }
+
+  async #fresh(): Promise<void> {
+    if (performance.now() - this.#readAt >= BACKLOG_CACHE_MS) await this.#refresh();
+  }
+
+  #refresh(): Promise<void> {
+    this.#reading ??= (async () => {
+      const started = performance.now();
+      const addedBefore = this.#added;
+      const inFlight = this.#inFlight;
+      try {
+        const backlog = await readBacklog(this.#kv);
+        // What was admitted before the read is in it, save what was still in flight (counted
+        // twice at worst, which only refuses a little early).
+        this.#backlog = backlog;
+        this.#added = Math.max(0, this.#added - addedBefore + inFlight);
+        this.#readAt = started;
+      } finally {
+        this.#reading = null;
+      }
+      if (started - this.#sweptAt >= UNDELIVERED_SWEEP_MS) {
+        this.#sweptAt = started;
+        // In the background: a failed sweep (the store closing) is retried by the next one.
+        retireUndelivered(this.#kv).then((retired) => {
+          if (retired > 0) this.#readAt = -Infinity;
+        }, () => {});
+      }
+    })();
+    return this.#reading;
+  }
 }
 
 /** True for a message this service enqueued. */
@@ -540,7 +707,9 @@ export async function replayDeadLetter(
   const { letter, entry } = found;
   const events = options.events ?? letter.message.batch.events;
   if (options.events) _checkReplacement(letter, options.events);
-  const batch = { ...letter.message.batch, events };
+  // Checked again: an operator's replacement events never passed the edge.
+  const { checked: _checked, ...stored } = letter.message.batch;
+  const batch = { ...stored, events };
   const results = await deps.engine.applyEvents(batch);
   const failed = events.flatMap((event, i) => {
     const result = results[i];

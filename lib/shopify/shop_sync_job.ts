@@ -1,6 +1,6 @@
 /**
- * The backfill as a queue job (`kind: "shop_sync"`): `shop sync --background` enqueues it on the
- * Deno KV queue and the service's forwarder runs it (lib/ingest/forwarder.ts dispatches on the
+ * The backfill as a queue job (`kind: "shop_sync"`): `shop sync --background` sends it on the
+ * ingest queue (lib/ingest/queue.ts) and the service's forwarder runs it (lib/ingest/forwarder.ts dispatches on the
  * kind). Delivery is at least once: a job already completed is not run again, and one redelivered
  * mid-way resumes its own run (lib/shopify/shop_sync.ts).
  *
@@ -8,7 +8,7 @@
  */
 import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
-import { enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
+import type { IngestQueue } from "../ingest/queue.ts";
 import { shopSyncStateKey } from "../store/kv_keys.ts";
 import type { SyncKind } from "./bulk_mapping.ts";
 import {
@@ -39,12 +39,12 @@ export function isShopSyncMessage(message: unknown): message is ShopSyncMessage 
  * (one bulk query per shop at a time).
  */
 export async function enqueueShopSync(
-  kv: Deno.Kv,
+  queue: Pick<IngestQueue, "kv" | "send">,
   input: { brandId: string; since: string | null; only: SyncKind | null; runId: string },
   now: Date,
 ): Promise<ShopSyncState> {
   const key = shopSyncStateKey(input.brandId);
-  const current = await kv.get<ShopSyncState>(key);
+  const current = await queue.kv.get<ShopSyncState>(key);
   if (current.value?.status === "queued") {
     throw new DomainError(
       "conflict",
@@ -53,19 +53,23 @@ export async function enqueueShopSync(
   }
   const state = newShopSyncState(input, now);
   const message: ShopSyncMessage = { kind: "shop_sync", ...input };
-  const committed = await kv.atomic().check(current).set(key, state).enqueue(message).commit();
-  if (!committed.ok) {
+  const committed = await queue.send(message, { with: (op) => op.check(current).set(key, state) });
+  if (!committed) {
     throw new DomainError("conflict", `another backfill of brand ${input.brandId} was just queued`);
   }
   return state;
 }
 
 /**
- * The job's handler. A refusal that a retry cannot change (a userError, a FAILED operation, no
+ * The job's handler (`onCompleted` runs after a completed backfill: the runtime queues the brand's
+ * predictions refit there). A refusal that a retry cannot change (a userError, a FAILED operation, no
  * token) is recorded in the state and the message is done; anything else (Shopify or the
  * database unreachable) is thrown, so the queue redelivers it and the run resumes.
  */
-export function createShopSyncJob(deps: ShopSyncDeps): (message: unknown) => Promise<void> {
+export function createShopSyncJob(
+  deps: ShopSyncDeps,
+  onCompleted: (brandId: string) => Promise<unknown> = () => Promise.resolve(),
+): (message: unknown) => Promise<void> {
   return async (message) => {
     if (!isShopSyncMessage(message)) {
       log("error", "malformed shop_sync message dropped");
@@ -83,8 +87,7 @@ export function createShopSyncJob(deps: ShopSyncDeps): (message: unknown) => Pro
         customers: result.customers,
         rejected: result.rejected.length,
       });
-      // New history: the brand's predictions are refitted on it.
-      await enqueuePredictionsFit(deps.kv, message.brandId, deps.now());
+      await onCompleted(message.brandId);
     } catch (err) {
       const permanent = err instanceof DomainError &&
         ["conflict", "forbidden", "upstream_failed", "invalid_input"].includes(err.kind);

@@ -63,7 +63,11 @@ Deno.test("backpressure: past INGEST_MAX_BACKLOG async ingest is 503 queue_full,
     assert.equal(sync.status, 200);
     await sync.body?.cancel();
 
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     await eventually(async () => (await readBacklog(ctx.kv)) === 0);
     assert.equal(await eventCount(ctx), 102);
     // Within the edge's cache interval of the backlog figure it may still refuse; then it admits.
@@ -103,7 +107,7 @@ Deno.test("backpressure: a KV file filled to the bound, drained and filled again
         // The forwarder's own handler, paused while a fill runs (KV hands it messages meanwhile;
         // they wait, still counted in the backlog).
         const handle = createQueueHandler({
-          kv: queueKv,
+          queue: ctx.queue,
           engine: ctx.deps.engine,
           now: ctx.clock.now,
         });

@@ -223,7 +223,11 @@ const view = (profileId: string, extra: Record<string, unknown> = {}) => ({
 Deno.test("ingest async: 202, events queued with server ids and the brand's scope, then applied", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     const res = await post(ctx, brand.key, {
       events: [view("store_1", { sessionId: "s1" }), view("store_1", { sessionId: "s1" })],
     });
@@ -794,7 +798,11 @@ async function readEvents(ctx: TestContext, key: string, profileId: string) {
 Deno.test("fidelity: async ingest stores every accepted field as sent (target.properties included)", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     const sent = unomiView("store_fid_1", "s_fid_1");
     assert.equal((await post(ctx, brand.key, { events: [sent] })).status, 202);
     await eventually(async () =>
@@ -905,7 +913,11 @@ Deno.test("fidelity: __proto__, constructor and prototype keys are stored as sen
     assert.equal((await sync.json()).accepted, 1);
     assert.deepStrictEqual(await readBack("p_sync"), expected("p_sync"));
 
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     const queued = await post(ctx, brand.key, `{"events":[${eventText("p_async")}]}`);
     assert.equal(queued.status, 202);
     await eventually(async () =>

@@ -7,6 +7,7 @@ import type { Rejection } from "../../lib/ingest/edge.ts";
 import {
   errorBody,
   eventually,
+  kvQueue,
   recordQueue,
   type TestContext,
   withContext,
@@ -372,7 +373,11 @@ Deno.test("pixel proxy: an event naming a server profile is refused with a reaso
     ]);
     const before = await readProfile(ctx, brand.key, "cust_1");
     assert.equal(before.properties.nbOfVisits, 1);
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     // The review's reproduction: the shop's own Origin, a known id, a new session, year 2099.
     const res = await pixel(ctx, brand.scope!, {
       events: [
@@ -403,7 +408,11 @@ Deno.test("pixel proxy: an event naming a server profile is refused with a reaso
 Deno.test("pixel proxy: merged profiles and ids absorbed by a merge are refused too", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     assert.equal(
       (await pixel(ctx, brand.scope!, { events: [viewed("anon_m"), viewed("anon_a")] }))
         .status,
@@ -460,7 +469,11 @@ Deno.test("pixel proxy: a profile identified between accept and apply is not wri
       const before = await readProfile(ctx, brand.key, "anon_r");
       assert.equal(before.provenance, "server");
       // The queued pixel batch reaches the forwarder.
-      await createQueueHandler({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now })(
+      await createQueueHandler({
+        queue: kvQueue(ctx.kv),
+        engine: ctx.deps.engine,
+        now: ctx.clock.now,
+      })(
         message,
       );
       const letters = await listDeadLetters(ctx.kv, brand.brandId);
@@ -480,7 +493,11 @@ Deno.test("pixel proxy: a profile identified between accept and apply is not wri
 Deno.test("pixel proxy: client times are clamped to [received - 72 h, received + 5 min]", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     // Received at 2026-11-21T12:00:00Z (the test clock).
     const res = await pixel(ctx, brand.scope!, {
       events: [

@@ -812,7 +812,11 @@ Deno.test("webhooks: after shop/redact the brand writes nothing until an operato
     assert.deepEqual(await pixel.json(), { accepted: 1, rejected: [], scope });
     assert.equal((await postEvents(ctx, other.key, "store_ann")).status, 202);
 
-    const forwarder = startForwarder({ kv: ctx.kv, engine: ctx.deps.engine, now: ctx.clock.now });
+    const forwarder = startForwarder({
+      queue: ctx.queue,
+      engine: ctx.deps.engine,
+      now: ctx.clock.now,
+    });
     await eventually(async () => (await readBacklog(ctx.kv)) === 0);
     const letters = await listDeadLetters(ctx.kv, brand.brandId);
     assert.equal(letters.length, 1);

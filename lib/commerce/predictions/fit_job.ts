@@ -1,5 +1,5 @@
 /**
- * Refitting a brand's predictions in the background (`kind: "predictions_fit"` on the Deno KV
+ * Refitting a brand's predictions in the background (`kind: "predictions_fit"` sent on the ingest
  * queue, run by the forwarder like `shop_sync`): queued after an orders import or a Shopify
  * backfill and, for every brand, once a day (main.ts's cron). A refit already waiting for the
  * brand absorbs another request, so a burst of imports costs one fit.
@@ -7,6 +7,7 @@
  * @module
  */
 import { log } from "../../log.ts";
+import type { IngestQueue } from "../../ingest/queue.ts";
 import type { Sql } from "../../store/db.ts";
 import { predictionsFitQueuedKey } from "../../store/kv_keys.ts";
 import { fitBrandPredictions, type PredictionDeps } from "./brand_predictions.ts";
@@ -31,31 +32,29 @@ export function isPredictionsFitMessage(message: unknown): message is Prediction
  * `delayMs` lets the writes that prompted it settle first.
  */
 export async function enqueuePredictionsFit(
-  kv: Deno.Kv,
+  queue: Pick<IngestQueue, "kv" | "send">,
   brandId: string,
   now: Date,
   delayMs = 0,
 ): Promise<boolean> {
   const key = predictionsFitQueuedKey(brandId);
-  const current = await kv.get<string>(key);
+  const current = await queue.kv.get<string>(key);
   if (current.value && now.getTime() - Date.parse(current.value) < _QUEUED_TTL_MS) return false;
   const message: PredictionsFitMessage = { kind: "predictions_fit", brandId };
-  const committed = await kv.atomic()
-    .check(current)
-    .set(key, now.toISOString(), { expireIn: _QUEUED_TTL_MS })
-    .enqueue(message, { delay: delayMs })
-    .commit();
-  return committed.ok;
+  return await queue.send(message, {
+    delay: delayMs,
+    with: (op) => op.check(current).set(key, now.toISOString(), { expireIn: _QUEUED_TTL_MS }),
+  });
 }
 
 /** Queues a refit of every brand (the daily refit); answers how many were queued. */
 export async function enqueueAllPredictionsFits(
-  deps: { sql: Sql; kv: Deno.Kv },
+  deps: { sql: Sql; queue: Pick<IngestQueue, "kv" | "send"> },
   now: Date,
 ): Promise<number> {
   const brands = await deps.sql<{ id: string }[]>`select id from brands order by id`;
   let queued = 0;
-  for (const { id } of brands) if (await enqueuePredictionsFit(deps.kv, id, now)) queued++;
+  for (const { id } of brands) if (await enqueuePredictionsFit(deps.queue, id, now)) queued++;
   return queued;
 }
 

@@ -18,7 +18,7 @@ import { DomainError } from "../../../lib/errors.ts";
 import type { Tx } from "../../../lib/store/db.ts";
 import { closeScopeWrites, createBrand, setBrand } from "../../../lib/tenancy/brands.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
-import { freshDatabase, testClock } from "../../test_support.ts";
+import { freshDatabase, kvQueue, testClock } from "../../test_support.ts";
 
 Deno.test("dayArg: a day that exists on the calendar, nothing else", () => {
   for (const day of ["2026-01-01", "2024-02-29", "2026-12-31", "2000-02-29"]) {
@@ -79,7 +79,12 @@ Deno.test("requireWritableBrand: imports and backfills of a brand erased by shop
       { sql: database.sql, newId: monotonicFactory(), now: clock.now, cipher },
       { name: "Erased", shop: "erased.myshopify.com" },
     );
-    const stores = { kv, sql: database.sql, database: { mode: "postgres" as const } };
+    const stores = {
+      kv,
+      sql: database.sql,
+      database: { mode: "postgres" as const },
+      queue: kvQueue(kv),
+    };
     await database.sql.begin((tx) =>
       closeScopeWrites(tx as unknown as Tx, "erased.myshopify.com", clock.now())
     );

@@ -15,6 +15,7 @@ import {
   type EventBatch,
   type IngestEvent,
 } from "../../../lib/engine/engine.ts";
+import { EVENT_REGISTRY_VERSION } from "../../../lib/engine/event_types.ts";
 import { closeScopeWrites, SHOP_ERASED_MESSAGE } from "../../../lib/tenancy/brands.ts";
 import { databaseFailure, type Sql, type Tx } from "../../../lib/store/db.ts";
 import { DATABASE_URL, eventually, freshDatabase, testClock } from "../../test_support.ts";
@@ -180,6 +181,31 @@ Deno.test("engine: permanent rejections are per event; the rest of the batch app
     assert.match((results[3] as { error: string }).error, /properties\.query/);
     assert.equal(await count(sql, "events"), 1);
     assert.deepEqual((await profile(sql, "p1"))!.properties, { shopDomain: SCOPE });
+  });
+});
+
+Deno.test("engine: a batch the edge checked under this event registry is not checked again; under another it is", async () => {
+  await withEngine(async (engine, sql) => {
+    // An event the registry refuses: only a batch stamped by this version skips the check
+    // (the edge refused such an event before stamping; here the stamp is forged to tell).
+    const odd = () => event({ profileId: "p1", eventType: "no_such_type" });
+    const stale = await engine.applyEvents({ ...batch([odd()]), checked: "0.old" });
+    assert.deepEqual(stale.map((r) => [r.ok, r.status]), [[false, 400]]);
+    const unstamped = await engine.applyEvents(batch([odd()]));
+    assert.deepEqual(unstamped.map((r) => [r.ok, r.status]), [[false, 400]]);
+    assert.equal(await count(sql, "events"), 0);
+    const trusted = await engine.applyEvents({
+      ...batch([odd()]),
+      checked: EVENT_REGISTRY_VERSION,
+    });
+    assert.deepEqual(trusted.map((r) => [r.ok, r.status]), [[true, 200]]);
+    assert.equal(await count(sql, "events"), 1);
+    // What a hand edit could break is still looked at.
+    const badTime = await engine.applyEvents({
+      ...batch([event({ profileId: "p1", timeStamp: "not a time" })]),
+      checked: EVENT_REGISTRY_VERSION,
+    });
+    assert.deepEqual(badTime.map((r) => [r.ok, r.status]), [[false, 400]]);
   });
 });
 

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { Hono } from "hono";
 import { onError } from "../../../lib/http/errors.ts";
 import { ingestAdmission } from "../../../lib/http/ingest_admission.ts";
-import { BACKLOG_CACHE_MS, enqueueBatch, estimateBacklog } from "../../../lib/ingest/queue.ts";
+import { BACKLOG_CACHE_MS } from "../../../lib/ingest/queue.ts";
+import { enqueueBatch, kvQueue } from "../../test_support.ts";
 
 /** An app whose ingest handler holds every request until `release` is called. */
 function heldApp(backlog: () => Promise<number>) {
@@ -100,10 +101,11 @@ Deno.test("ingestAdmission: an unreadable backlog lets the request through to th
   assert.equal(entered(), 3);
 });
 
-Deno.test("estimateBacklog: counts what was enqueued and not yet retired", async () => {
+Deno.test("estimatedBacklog: counts what was enqueued and not yet retired", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
-    assert.equal(await estimateBacklog(kv), 0);
+    const queue = kvQueue(kv);
+    assert.equal(await queue.estimatedBacklog(), 0);
     let n = 0;
     const events = Array.from(
       { length: 3 },
@@ -121,7 +123,7 @@ Deno.test("estimateBacklog: counts what was enqueued and not yet retired", async
     });
     // The estimate is cached per process for a moment; the next read sees the enqueue.
     await new Promise((resolve) => setTimeout(resolve, BACKLOG_CACHE_MS + 10));
-    assert.equal(await estimateBacklog(kv), 3);
+    assert.equal(await queue.estimatedBacklog(), 3);
   } finally {
     kv.close();
   }

@@ -39,7 +39,6 @@ function body(value: unknown, text = JSON.stringify(value) ?? ""): JsonBody {
 function validate(value: unknown, options: Partial<Options> = {}) {
   return validateBatch(body(value), {
     maxEvents: MAX_ASYNC_BATCH,
-    tooLargeCode: "batch_too_large",
     newId: counter().newId,
     ...options,
   });
@@ -122,7 +121,7 @@ Deno.test("validateBatch: more events than maxEvents is 400 with the given code;
   );
   assert.match(err.message, new RegExp(`${MAX_ASYNC_BATCH}.*${MAX_ASYNC_BATCH + 1}`));
 
-  const sync = { maxEvents: MAX_SYNC_BATCH, tooLargeCode: "sync_batch_too_large" } as const;
+  const sync = { maxEvents: MAX_SYNC_BATCH, sync: true } as const;
   assert.equal(validate({ events: events(MAX_SYNC_BATCH) }, sync).accepted.length, 10);
   err = assertHttpError(
     () => validate({ events: events(MAX_SYNC_BATCH + 1) }, sync),
@@ -416,7 +415,6 @@ Deno.test("validateBatch: every problem of an event is reported", () => {
 function validateText(text: string) {
   return validateBatch(parseJsonBody(new TextEncoder().encode(text)), {
     maxEvents: MAX_ASYNC_BATCH,
-    tooLargeCode: "batch_too_large",
     newId: counter().newId,
   });
 }
@@ -732,7 +730,6 @@ Deno.test("validateBatch: the check sees the parsed event with its new id; null 
   const padded = JSON.stringify({ events: [raw] }) + " ".repeat(MAX_EVENT_BYTES);
   const [one] = validateBatch(body({ events: [raw] }, padded), {
     maxEvents: 50,
-    tooLargeCode: "batch_too_large",
     newId: () => "the-id",
   }).accepted;
   assert.ok(
@@ -798,7 +795,6 @@ Deno.test("validateBatch: an event too big to store (numbers take 9 bytes) is re
   assert.ok(JSON.stringify(raw).length <= MAX_EVENT_BYTES);
   const { accepted, rejected } = validateBatch(body({ events: [raw] }), {
     maxEvents: 50,
-    tooLargeCode: "batch_too_large",
     newId: () => "id",
   });
   assert.equal(accepted.length, 0);
@@ -1209,7 +1205,6 @@ Deno.test("validateBatch: numbers with exponents are sized event by event (their
   assert.ok(text.length < MAX_EVENT_BYTES / 3);
   const { accepted, rejected } = validateBatch(body(JSON.parse(text), text), {
     maxEvents: 50,
-    tooLargeCode: "batch_too_large",
     newId: () => "id",
   });
   assert.equal(accepted.length, 0);
@@ -1217,7 +1212,7 @@ Deno.test("validateBatch: numbers with exponents are sized event by event (their
 });
 
 Deno.test("validateBatch: escapes and bytes that are not UTF-8 are sized event by event", () => {
-  const options = { maxEvents: 50, tooLargeCode: "batch_too_large" as const, newId: () => "id" };
+  const options = { maxEvents: 50, newId: () => "id" };
   // An ASCII body whose one `\u0100` makes KV store the whole string at two bytes a unit: its
   // event is past the queue's per-event bound although the body looks narrow.
   const wide = `{"events":[{"eventType":"page_viewed","profileId":"p1","properties":{"s":"${

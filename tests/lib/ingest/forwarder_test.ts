@@ -5,7 +5,6 @@ import { connectPostgres, type Sql } from "../../../lib/store/db.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
 import { type EventBatch, type IngestEvent } from "../../../lib/engine/engine.ts";
 import {
-  enqueueBatch,
   type EventsMessage,
   listDeadLetters,
   readBacklog,
@@ -15,7 +14,14 @@ import { migrate } from "../../../lib/store/migrations.ts";
 import { openStores } from "../../../lib/store/stores.ts";
 import { createQueueHandler, startForwarder } from "../../../lib/ingest/forwarder.ts";
 import { privatePostgresUnavailable, startPrivatePostgres } from "../../faults/private_postgres.ts";
-import { DATABASE_URL, eventually, freshDatabase, testClock } from "../../test_support.ts";
+import {
+  DATABASE_URL,
+  enqueueBatch,
+  eventually,
+  freshDatabase,
+  kvQueue,
+  testClock,
+} from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
 const newId = monotonicFactory();
@@ -57,7 +63,7 @@ async function withForwarderStores(
 Deno.test("forwarder: the handler applies a message; a redelivery applies nothing twice", async () => {
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
-    const handle = createQueueHandler({ kv, engine, now: clock.now });
+    const handle = createQueueHandler({ queue: kvQueue(kv), engine, now: clock.now });
     const msg = message([pageView("p1"), pageView("p2")]);
     await handle(msg);
     await handle(structuredClone(msg));
@@ -72,7 +78,9 @@ Deno.test("forwarder: permanently rejected events go to the dead letter at once,
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
     const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p1" };
-    await createQueueHandler({ kv, engine, now: clock.now })(message([pageView("p1"), bad]));
+    await createQueueHandler({ queue: kvQueue(kv), engine, now: clock.now })(
+      message([pageView("p1"), bad]),
+    );
     assert.equal(await eventCount(sql), 1);
     const letters = await listDeadLetters(kv);
     assert.equal(letters.length, 1);
@@ -87,7 +95,7 @@ Deno.test("forwarder: a transient failure throws so that the queue retries", asy
     const db = await freshDatabase();
     await db.sql.end();
     const handle = createQueueHandler({
-      kv,
+      queue: kvQueue(kv),
       engine: createEmbeddedEngine({ sql: db.sql, now: clock.now }),
       now: clock.now,
     });
@@ -101,7 +109,7 @@ Deno.test("forwarder: a transient failure throws so that the queue retries", asy
 Deno.test("forwarder: through the KV queue, an accepted batch becomes readable", async () => {
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
-    const listening = startForwarder({ kv, engine, now: clock.now });
+    const listening = startForwarder({ queue: kvQueue(kv), engine, now: clock.now });
     const { batch } = message([pageView("p1"), pageView("p2"), pageView("p3")]);
     await enqueueBatch(kv, { brandId: "brand_1", batch, newId });
     await eventually(async () => (await eventCount(sql)) === 3);
@@ -116,7 +124,7 @@ Deno.test("forwarder: a message that always fails ends in the dead letter; repla
     const gone = await freshDatabase();
     await gone.sql.end();
     const listening = startForwarder({
-      kv,
+      queue: kvQueue(kv),
       engine: createEmbeddedEngine({ sql: gone.sql, now: clock.now }),
       now: clock.now,
     });
@@ -143,7 +151,7 @@ Deno.test("forwarder: a message that always fails ends in the dead letter; repla
 Deno.test("forwarder: a poison event queued past the edge is dead-lettered alone with the database's message", async () => {
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
-    const listening = startForwarder({ kv, engine, now: clock.now });
+    const listening = startForwarder({ queue: kvQueue(kv), engine, now: clock.now });
     // As an older version, or a hand-made message, might have queued it: no edge check.
     const poison: IngestEvent = {
       id: newId(),
@@ -196,6 +204,9 @@ const CHILD = `
   import { startForwarder } from ${
   JSON.stringify(new URL("../../../lib/ingest/forwarder.ts", import.meta.url).href)
 };
+  import { createKvQueue } from ${
+  JSON.stringify(new URL("../../../lib/ingest/queue.ts", import.meta.url).href)
+};
   const stores = await openStores(loadConfig(Deno.env.toObject()), { serve: true });
   const engine = createEmbeddedEngine({ sql: stores.sql, now: () => new Date() });
   const traced = {
@@ -206,7 +217,8 @@ const CHILD = `
     },
   };
   console.log("ready");
-  await startForwarder({ kv: stores.kv, engine: traced, now: () => new Date() });
+  const queue = createKvQueue(stores.kv, { newId: () => crypto.randomUUID() });
+  await startForwarder({ queue, engine: traced, now: () => new Date() });
 `;
 
 function spawnForwarder(env: Record<string, string>) {
@@ -304,7 +316,12 @@ Deno.test("forwarder: at most `concurrency` messages apply at once; the others w
         }
       },
     };
-    const handle = createQueueHandler({ kv, engine: gated, now: clock.now, concurrency: 2 });
+    const handle = createQueueHandler({
+      queue: kvQueue(kv),
+      engine: gated,
+      now: clock.now,
+      concurrency: 2,
+    });
     let settled = 0;
     const handled = Array.from(
       { length: 5 },
@@ -331,7 +348,12 @@ Deno.test("forwarder: with a wake-up, a listener on another handle of the store 
   try {
     const clock = testClock();
     const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
-    const listening = startForwarder({ kv: worker, engine, now: clock.now, wakeMs: 50 });
+    const listening = startForwarder({
+      queue: kvQueue(worker),
+      engine,
+      now: clock.now,
+      wakeMs: 50,
+    });
     const { batch } = message([pageView("p1"), pageView("p2")]);
     await enqueueBatch(service, { brandId: "brand_1", batch, newId });
     await eventually(async () => (await eventCount(db.sql)) === 2);
@@ -351,7 +373,7 @@ Deno.test("forwarder: with a wake-up, a listener on another handle of the store 
 Deno.test("forwarder: a finished message leaves the backlog, applied or dead-lettered, once", async () => {
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
-    const handle = createQueueHandler({ kv, engine, now: clock.now });
+    const handle = createQueueHandler({ queue: kvQueue(kv), engine, now: clock.now });
     const received: EventsMessage[] = [];
     const listening = kv.listenQueue((m) => void received.push(m as EventsMessage));
     const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p1" };
@@ -383,7 +405,7 @@ Deno.test("forwarder: a message that fails stays in the backlog until it is fini
     const down = await freshDatabase();
     await down.sql.end();
     const failing = createQueueHandler({
-      kv,
+      queue: kvQueue(kv),
       engine: createEmbeddedEngine({ sql: down.sql, now: clock.now }),
       now: clock.now,
     });
@@ -395,7 +417,7 @@ Deno.test("forwarder: a message that fails stays in the backlog until it is fini
     await down.close().catch(() => {});
     assert.equal(await readBacklog(kv), 1);
     await createQueueHandler({
-      kv,
+      queue: kvQueue(kv),
       engine: createEmbeddedEngine({ sql, now: clock.now }),
       now: clock.now,
     })(
@@ -423,7 +445,7 @@ Deno.test({
       sql = connectPostgres(pg.url, 2);
       const clock = testClock();
       const engine = createEmbeddedEngine({ sql, now: clock.now });
-      const listening = startForwarder({ kv, engine, now: clock.now });
+      const listening = startForwarder({ queue: kvQueue(kv), engine, now: clock.now });
       await pg.stop("fast");
       const batch: EventBatch = {
         scope: SCOPE,
@@ -469,7 +491,12 @@ Deno.test("forwarder: messages waiting for a turn apply as one group; each is se
     }
     await eventually(() => received.length === 6);
     assert.equal(await readBacklog(kv), 7);
-    const handle = createQueueHandler({ kv, engine: traced, now: clock.now, concurrency: 1 });
+    const handle = createQueueHandler({
+      queue: kvQueue(kv),
+      engine: traced,
+      now: clock.now,
+      concurrency: 1,
+    });
     await Promise.all(received.map((m) => handle(m)));
     // The first message starts alone at once; the five that waited for its turn go together.
     assert.deepEqual(groups, [5]);
@@ -499,7 +526,12 @@ Deno.test("forwarder: a group that fails is applied message by message, so a fau
         return await engine.applyEventGroup!(batches);
       },
     };
-    const handle = createQueueHandler({ kv, engine: faulty, now: clock.now, concurrency: 1 });
+    const handle = createQueueHandler({
+      queue: kvQueue(kv),
+      engine: faulty,
+      now: clock.now,
+      concurrency: 1,
+    });
     const messages = [[pageView("a")], [pageView("b")], [poison], [pageView("c")]].map(message);
     const settled = await Promise.allSettled(messages.map((m) => handle(m)));
     assert.deepEqual(settled.map((s) => s.status), [

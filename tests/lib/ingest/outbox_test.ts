@@ -3,8 +3,8 @@ import { monotonicFactory } from "ulid";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
 import type { EventBatch, IngestEvent } from "../../../lib/engine/engine.ts";
 import { createQueueHandler, startForwarder } from "../../../lib/ingest/forwarder.ts";
-import { createOutbox } from "../../../lib/ingest/outbox.ts";
-import { enqueueBatch, listDeadLetters, readBacklog } from "../../../lib/ingest/queue.ts";
+import { createOutboxQueue } from "../../../lib/ingest/outbox.ts";
+import { listDeadLetters, readBacklog } from "../../../lib/ingest/queue.ts";
 import { ingestOutboxPrefix } from "../../../lib/store/kv_keys.ts";
 import { eventually, freshDatabase, testClock } from "../../test_support.ts";
 
@@ -34,22 +34,22 @@ function batchOf(events: IngestEvent[]): EventBatch {
   };
 }
 
-Deno.test("outbox: an enqueue is an outbox entry in the same commit, and nothing reaches KV's queue", async () => {
+Deno.test("outbox: a message is an outbox entry in the same commit, and nothing reaches KV's queue", async () => {
   const raw = await Deno.openKv(":memory:");
   let queued = 0;
   const queueListener = raw.listenQueue(() => {
     queued++;
   });
   try {
-    const outbox = createOutbox(raw, { newId });
-    const refused = await outbox.kv.atomic()
-      .check({ key: ["guard"], versionstamp: "0".repeat(20) })
-      .set(["written"], 1).enqueue({ n: 0 }).commit();
-    assert.equal(refused.ok, false);
+    const outbox = createOutboxQueue(raw, { newId });
+    const refused = await outbox.send({ n: 0 }, {
+      with: (op) => op.check({ key: ["guard"], versionstamp: "0".repeat(20) }).set(["written"], 1),
+    });
+    assert.equal(refused, false);
     assert.equal(await outboxEntries(raw), 0, "a refused commit writes no entry");
 
-    await outbox.kv.atomic().set(["written"], 1).enqueue({ n: 1 }).commit();
-    await outbox.kv.enqueue({ n: 2 });
+    await outbox.send({ n: 1 }, { with: (op) => op.set(["written"], 1) });
+    await outbox.send({ n: 2 });
     assert.equal(await outboxEntries(raw), 2);
     assert.equal((await raw.get(["written"])).value, 1);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -60,14 +60,14 @@ Deno.test("outbox: an enqueue is an outbox entry in the same commit, and nothing
   }
 });
 
-Deno.test("outbox: listenQueue delivers every entry once, oldest first, then deletes it", async () => {
+Deno.test("outbox: consume delivers every entry once, oldest first, then deletes it", async () => {
   await withRawKv(async (raw) => {
-    const outbox = createOutbox(raw, { newId, concurrency: 1 });
+    const outbox = createOutboxQueue(raw, { newId, concurrency: 1 });
     const seen: unknown[] = [];
-    const listening = outbox.kv.listenQueue((message) => {
+    const listening = outbox.consume((message) => {
       seen.push(message);
     });
-    for (let n = 0; n < 5; n++) await outbox.kv.enqueue({ n });
+    for (let n = 0; n < 5; n++) await outbox.send({ n });
     await eventually(() => seen.length === 5);
     await outbox.drained();
     assert.deepEqual(seen, [0, 1, 2, 3, 4].map((n) => ({ n })));
@@ -79,13 +79,13 @@ Deno.test("outbox: listenQueue delivers every entry once, oldest first, then del
 
 Deno.test("outbox: a failing delivery is retried on its backoff, then written to keysIfUndelivered", async () => {
   await withRawKv(async (raw) => {
-    const outbox = createOutbox(raw, { newId, pollMs: 5 });
+    const outbox = createOutboxQueue(raw, { newId, pollMs: 5 });
     let attempts = 0;
-    const listening = outbox.kv.listenQueue(() => {
+    const listening = outbox.consume(() => {
       attempts++;
       throw new Error("transient");
     });
-    await outbox.kv.enqueue({ n: 1 }, {
+    await outbox.send({ n: 1 }, {
       backoffSchedule: [10, 10],
       keysIfUndelivered: [["undelivered", "a"], ["undelivered", "b"]],
     });
@@ -101,12 +101,12 @@ Deno.test("outbox: a failing delivery is retried on its backoff, then written to
 Deno.test("outbox: a delayed message waits for its delay", async () => {
   await withRawKv(async (raw) => {
     let clock = 1_000_000;
-    const outbox = createOutbox(raw, { newId, now: () => clock, pollMs: 5, maxIdleMs: 5 });
+    const outbox = createOutboxQueue(raw, { newId, now: () => clock, pollMs: 5, maxIdleMs: 5 });
     const seen: unknown[] = [];
-    const listening = outbox.kv.listenQueue((message) => {
+    const listening = outbox.consume((message) => {
       seen.push(message);
     });
-    await outbox.kv.enqueue("later", { delay: 60_000 });
+    await outbox.send("later", { delay: 60_000 });
     await outbox.drained();
     assert.deepEqual(seen, []);
     clock += 60_000;
@@ -118,21 +118,21 @@ Deno.test("outbox: a delayed message waits for its delay", async () => {
 
 Deno.test("outbox: a listener that stops mid-delivery leaves the entry to another after the lease", async () => {
   const path = `${await Deno.makeTempDir()}/kv.sqlite3`;
-  const first = createOutbox(await Deno.openKv(path), { newId, leaseMs: 300, pollMs: 10 });
-  const second = createOutbox(await Deno.openKv(path), { newId, leaseMs: 300, pollMs: 10 });
+  const first = createOutboxQueue(await Deno.openKv(path), { newId, leaseMs: 300, pollMs: 10 });
+  const second = createOutboxQueue(await Deno.openKv(path), { newId, leaseMs: 300, pollMs: 10 });
   try {
     let started!: () => void;
     const delivering = new Promise<void>((resolve) => started = resolve);
-    const stuck = first.kv.listenQueue(() => {
+    const stuck = first.consume(() => {
       started();
       return new Promise<void>(() => {}); // never finishes: the process "died" here
     });
-    await first.kv.enqueue({ n: 1 });
+    await first.send({ n: 1 });
     await delivering;
     first.stop();
     await stuck;
     const seen: unknown[] = [];
-    const listening = second.kv.listenQueue((message) => {
+    const listening = second.consume((message) => {
       seen.push(message);
     });
     await eventually(() => seen.length === 1);
@@ -151,13 +151,13 @@ Deno.test("outbox: the forwarder applies batches through it, with the backlog an
   const raw = await Deno.openKv(":memory:");
   const clock = testClock();
   try {
-    const outbox = createOutbox(raw, { newId });
+    const outbox = createOutboxQueue(raw, { newId });
     const kv = outbox.kv;
     const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
-    const forwarding = startForwarder({ kv, engine, now: clock.now });
+    const forwarding = startForwarder({ queue: outbox, engine, now: clock.now });
     const good: IngestEvent = { id: newId(), eventType: "page_viewed", profileId: "p1" };
     const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p1" };
-    await enqueueBatch(kv, { brandId: "brand_1", batch: batchOf([good, bad]), newId });
+    await outbox.accept({ brandId: "brand_1", batch: batchOf([good, bad]) });
     assert.equal(await readBacklog(kv), 2);
     await eventually(async () => (await readBacklog(kv)) === 0);
     const [row] = await db.sql`select count(*)::int as n from events`;
@@ -165,7 +165,7 @@ Deno.test("outbox: the forwarder applies batches through it, with the backlog an
     const letters = await listDeadLetters(kv);
     assert.deepEqual(letters.map((l) => l.message.batch.events), [[bad]]);
     // A redelivery (at-least-once) applies nothing twice.
-    await createQueueHandler({ kv, engine, now: clock.now })({
+    await createQueueHandler({ queue: outbox, engine, now: clock.now })({
       kind: "events",
       id: newId(),
       brandId: "brand_1",

@@ -4,9 +4,8 @@ import type { Sql } from "../../../lib/store/db.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
 import { type EventBatch, type IngestEvent } from "../../../lib/engine/engine.ts";
 import {
-  admitToBacklog,
+  BacklogGate,
   chunkEvents,
-  enqueueBatch,
   type EventsMessage,
   getDeadLetter,
   isEventsMessage,
@@ -21,8 +20,8 @@ import {
   writeDeadLetter,
 } from "../../../lib/ingest/queue.ts";
 import { deadLetterKey } from "../../../lib/store/kv_keys.ts";
-import { createGroupCommit } from "../../../lib/store/kv_group_commit.ts";
-import { freshDatabase, testClock } from "../../test_support.ts";
+import { DomainError } from "../../../lib/errors.ts";
+import { enqueueBatch, freshDatabase, kvQueue, testClock } from "../../test_support.ts";
 
 const SCOPE = "acme.myshopify.com";
 const QUEUE_LIMIT = 64 * 1024;
@@ -189,10 +188,10 @@ Deno.test("enqueueBatch: the listener receives 'events' messages split as chunkE
   });
 });
 
-Deno.test("enqueueBatch: with a group commit, concurrent batches share messages; each event once, each request's writes kept", async () => {
+Deno.test("accept: concurrent batches share messages; each event once, each request's writes kept", async () => {
   await withKv(async (kv) => {
     const queue = collect(kv);
-    const commit = createGroupCommit(kv);
+    const shared = kvQueue(kv, { newId: seqId });
     const other = { ...batchOf([event(), event()]), source: "pixel" as const };
     const batches = [
       ...Array.from({ length: 10 }, (_, i) => ({
@@ -202,11 +201,9 @@ Deno.test("enqueueBatch: with a group commit, concurrent batches share messages;
       other,
     ];
     await Promise.all(batches.map((batch, i) =>
-      enqueueBatch(kv, {
+      shared.accept({
         brandId: "brand_1",
         batch,
-        newId: seqId,
-        commit,
         also: (op) => op.set(["also", i], true),
       })
     ));
@@ -307,7 +304,9 @@ Deno.test("enqueueBatch: a batch over KV's commit limit is refused whole, nothin
     const events = Array.from({ length: 50 }, () => bigEvent(30_000));
     await assert.rejects(
       enqueueBatch(kv, { brandId: "brand_1", batch: batchOf(events), newId: seqId }),
-      TypeError,
+      (err: unknown) =>
+        err instanceof DomainError && err.kind === "service_unavailable" &&
+        err.cause instanceof TypeError,
     );
     await kv.enqueue({ sentinel: true });
     await eventually(() => queue.received.length >= 1);
@@ -815,8 +814,10 @@ Deno.test("backlog: a message KV dead-letters after its retries is counted out b
   });
 });
 
-Deno.test("admitToBacklog: refuses at the bound, counts its own admissions at once, admits again when the backlog falls", async () => {
+Deno.test("BacklogGate: refuses at the bound, counts its own admissions at once, admits again when the backlog falls", async () => {
   await withKv(async (kv) => {
+    const gate = new BacklogGate(kv);
+    const admitToBacklog = (_kv: Deno.Kv, events: number, max: number) => gate.admit(events, max);
     const first = await admitToBacklog(kv, 50, 100);
     assert.ok(first);
     first.settle(true);

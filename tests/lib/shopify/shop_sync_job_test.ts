@@ -12,7 +12,7 @@ import {
 } from "../../../lib/shopify/shop_sync_job.ts";
 import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
-import { DATABASE_URL, eventually, freshDatabase, testClock } from "../../test_support.ts";
+import { DATABASE_URL, eventually, freshDatabase, kvQueue, testClock } from "../../test_support.ts";
 import { bulkLineItem, bulkOrder, jsonl, startFakeBulkApi } from "./fake_bulk_api.ts";
 
 const SHOP = "queued.myshopify.com";
@@ -42,21 +42,22 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
       poll: { sleep: () => Promise.resolve() },
     };
     const job = createShopSyncJob(deps);
+    const queue = kvQueue(kv);
     const request = {
       runId: newId(),
       brandId: brand.id,
       since: "2025-01-01",
       only: "orders" as const,
     };
-    const queued = await enqueueShopSync(kv, request, clock.now());
+    const queued = await enqueueShopSync(queue, request, clock.now());
     assert.equal(queued.status, "queued");
     // A second request while the first waits is refused.
     await assert.rejects(
-      () => enqueueShopSync(kv, { ...request, runId: newId() }, clock.now()),
+      () => enqueueShopSync(queue, { ...request, runId: newId() }, clock.now()),
       (err: unknown) => err instanceof DomainError && err.kind === "conflict",
     );
     const forwarder = startForwarder({
-      kv,
+      queue,
       engine: createEmbeddedEngine({ sql: db.sql, now: clock.now }),
       now: clock.now,
       jobs: { shop_sync: job },
@@ -77,7 +78,7 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
     assert.equal(fake.requests.length, requests);
     // A job refused by Shopify is recorded and done (not thrown, so not retried).
     fake.userErrors.push("Bulk queries are not allowed for this shop.");
-    const refused = await enqueueShopSync(kv, { ...request, runId: newId() }, clock.now());
+    const refused = await enqueueShopSync(queue, { ...request, runId: newId() }, clock.now());
     await eventually(async () => (await readShopSyncState(kv, brand.id))?.status === "failed");
     const failed = (await readShopSyncState(kv, brand.id))!;
     assert.deepEqual([failed.runId, failed.status], [refused.runId, "failed"]);
