@@ -10,6 +10,7 @@ import {
   type Column,
   columnSql,
   jsonRootSql,
+  PREDICTION_COLUMNS,
   propertyExpression,
   type PropertySource,
   resolveProperty,
@@ -206,7 +207,11 @@ function _cmpType(kind: ValueKind): _CmpType {
     : "timestamptz";
 }
 
-const _NULLABLE_COLUMNS: ReadonlySet<Column> = new Set(["p.first_visit", "p.last_visit"]);
+const _NULLABLE_COLUMNS: ReadonlySet<Column> = new Set<Column>([
+  "p.first_visit",
+  "p.last_visit",
+  ...PREDICTION_COLUMNS,
+]);
 
 /**
  * True when some value of the property satisfies `pred`: each scalar element of a jsonb array,
