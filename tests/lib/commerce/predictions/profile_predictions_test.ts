@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { fitBrandPredictions } from "../../../../lib/commerce/predictions/brand_predictions.ts";
 import type { TestContext } from "../../../test_support.ts";
 import { withContext } from "../../../test_support.ts";
+import { checkUpdateProperties } from "../../../../lib/engine/update_properties.ts";
 import { loadOrders, syntheticOrders } from "./order_fixture.ts";
 
 const ENV = { PREDICTIONS_MIN_CUSTOMERS: "40", PREDICTIONS_MIN_HISTORY_DAYS: "180" };
@@ -103,7 +104,10 @@ Deno.test("predictions in conditions and exports: the insights' values, per bran
           id: ctx.deps.newId(),
           eventType: "updateProperties",
           profileId: "shouty",
-          properties: { update: { "properties.email": " C7@Example.COM " } },
+          // A fraction in an identity field: its export line is written by exportLine, not SQL.
+          properties: {
+            update: { "properties.email": " C7@Example.COM ", "properties.zipCode": 1.5 },
+          },
         },
       ],
     });
@@ -207,21 +211,9 @@ Deno.test("predictions.* names: a closed family of numbers and a date, never wri
       },
     });
     // An event cannot set them: updateProperties writes under properties.* only.
-    const res = await ctx.request(
-      "/cdp/events",
-      a.key,
-      json({
-        events: [{
-          eventType: "updateProperties",
-          profileId: "x",
-          properties: { update: { "predictions.p_alive": 0.1 } },
-        }],
-      }),
+    assert.equal(
+      checkUpdateProperties({ update: { "predictions.p_alive": 0.1 } }),
+      'properties.update["predictions.p_alive"]: keys must start with properties.',
     );
-    await res.body?.cancel();
-    const [row] = await ctx.sql<
-      { n: number }[]
-    >`select count(*)::int as n from profile_predictions`;
-    assert.equal(row!.n, 0);
   }, ENV);
 });
