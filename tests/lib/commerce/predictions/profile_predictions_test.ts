@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { fitBrandPredictions } from "../../../../lib/commerce/predictions/brand_predictions.ts";
 import type { TestContext } from "../../../test_support.ts";
-import { withContext } from "../../../test_support.ts";
+import { withBrandDatabase, withContext } from "../../../test_support.ts";
+import type { FittedModel } from "../../../../lib/commerce/predictions/model_fit.ts";
+import { replaceProfilePredictions } from "../../../../lib/commerce/predictions/profile_predictions.ts";
 import { checkUpdateProperties } from "../../../../lib/engine/update_properties.ts";
 import { loadOrders, syntheticOrders } from "./order_fixture.ts";
 
@@ -216,4 +218,65 @@ Deno.test("predictions.* names: a closed family of numbers and a date, never wri
       'properties.update["predictions.p_alive"]: keys must start with properties.',
     );
   }, ENV);
+});
+
+Deno.test("replaceProfilePredictions: a profile takes its customer record's contact (Shopify id, email, phone)", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    const contact = (
+      id: string,
+      shopify: string | null,
+      email: string | null,
+      phone: string | null,
+    ) =>
+      sql`insert into contacts (id, brand_id, shopify_customer_id, email, phone, created_at, updated_at)
+          values (${id}, ${brandId}, ${shopify}, ${email}, ${phone}, now(), now())`;
+    await contact("X", "1", "x@example.com", null);
+    await contact("Y", null, "y@example.com", null);
+    await contact("Z", null, null, "+16135551111");
+    await contact("V", "2", null, null);
+    const profile = (id: string, properties: Record<string, unknown>) =>
+      sql`insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+          values ('b.myshopify.com', ${id}, ${JSON.stringify(properties)}::text::jsonb, 'server',
+                  now(), now())`;
+    await profile("P1", { shopifyCustomerId: "1", email: "y@example.com" });
+    await profile("P2", { shopifyCustomerId: "999", email: " Y@Example.com" });
+    await profile("P3", { phoneNumber: "(+1) 613.555.1111" });
+    // Its own contact (V) has no predictions: another contact's are not borrowed.
+    await profile("P4", { shopifyCustomerId: 2, email: "x@example.com" });
+    await profile("P5", { phoneNumber: "613 555 1111" });
+    await profile("P6", { email: ["x@example.com"] });
+    const columns = (ids: string[], pAlive: string) => ({
+      contactIds: ids,
+      pAlive: ids.map(() => pAlive),
+      expectedOrders90d: ids.map(() => "0.1"),
+      expectedOrders365d: ids.map(() => "0.4"),
+      predictedClv365d: ids.map(() => "10.00"),
+      waitDays: ids.map((_, i) => (i === 0 ? 1.5 : null)),
+    });
+    const model = { selected: "mbgnbd" } as FittedModel;
+    const fittedAt = new Date("2026-11-21T00:00:00Z");
+    const n = await replaceProfilePredictions(sql, brandId, {
+      model,
+      fittedAt,
+      columns: columns(["X", "Y", "Z"], "0.3"),
+    });
+    assert.equal(n, 3);
+    const rows = await sql<{ profile_id: string; p_alive: string; next: Date | null }[]>`
+      select profile_id, p_alive, expected_next_order_at as next from profile_predictions
+      order by profile_id`;
+    assert.deepEqual(rows.map((r) => r.profile_id), ["P1", "P2", "P3"]);
+    assert.equal(rows[0]!.next!.toISOString(), "2026-11-22T12:00:00.000Z");
+    // Replaced wholesale: a contact no longer predicted loses its profile's row.
+    await replaceProfilePredictions(sql, brandId, {
+      model,
+      fittedAt,
+      columns: columns(["Y"], "0.9"),
+    });
+    assert.deepEqual(
+      [...await sql`select profile_id, p_alive::text from profile_predictions`],
+      [{ profile_id: "P2", p_alive: "0.9" }],
+    );
+    assert.equal(await replaceProfilePredictions(sql, brandId, null), 0);
+    assert.equal((await sql`select 1 from profile_predictions`).length, 0);
+  });
 });
