@@ -266,6 +266,12 @@ Deno.test("replaceProfilePredictions: a profile takes its customer record's cont
       order by profile_id`;
     assert.deepEqual(rows.map((r) => r.profile_id), ["P1", "P2", "P3"]);
     assert.equal(rows[0]!.next!.toISOString(), "2026-11-22T12:00:00.000Z");
+    // Erasing a profile (shop/redact, a merge) takes its row with it.
+    await sql`delete from profiles where item_id = 'P3'`;
+    assert.deepEqual(
+      (await sql`select profile_id from profile_predictions order by 1`).map((r) => r.profile_id),
+      ["P1", "P2"],
+    );
     // Replaced wholesale: a contact no longer predicted loses its profile's row.
     await replaceProfilePredictions(sql, brandId, {
       model,
