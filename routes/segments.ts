@@ -264,7 +264,8 @@ const exportRoute = createRoute({
   },
   responses: {
     200: {
-      description: "One profile per line; no envelope",
+      description: "One profile per line (with `predictions`: p_alive, predicted_clv_365d, " +
+        "expected_orders_365d, when the profile has any); no envelope",
       content: {
         "application/x-ndjson": {
           schema: z.string(),

@@ -1,6 +1,7 @@
 /**
  * Segment export lines: one member as one NDJSON line, written by the database for the common
- * case and by {@linkcode exportLine} otherwise, byte for byte alike.
+ * case and by {@linkcode exportLine} otherwise, byte for byte alike; a profile's predictions
+ * (profile_predictions) are part of its line when it has any.
  *
  * @module
  */
@@ -14,9 +15,21 @@ export interface ExportRow {
   properties: Record<string, unknown>;
   first_visit: Date | null;
   last_visit: Date | null;
+  /** The profile's predictions ({@linkcode exportPredictionsSql}); absent or null without. */
+  predictions?: ExportPredictions | null;
 }
 
-/** One export line: id, provenance, the identity fields present, and the visit dates. */
+/** The predictions an export line carries (profile_predictions, from the brand's last fit). */
+export interface ExportPredictions {
+  p_alive: number;
+  predicted_clv_365d: string;
+  expected_orders_365d: number;
+}
+
+/**
+ * One export line: id, provenance, the identity fields present, the visit dates, and the
+ * profile's predictions when it has any.
+ */
 export function exportLine(row: ExportRow): Record<string, unknown> {
   const line: Record<string, unknown> = { id: row.item_id, provenance: row.provenance };
   for (const field of IDENTITY_FIELDS) {
@@ -27,6 +40,13 @@ export function exportLine(row: ExportRow): Record<string, unknown> {
   if (row.first_visit) properties.firstVisit = row.first_visit.toISOString();
   if (row.last_visit) properties.lastVisit = row.last_visit.toISOString();
   line.properties = properties;
+  if (row.predictions) {
+    line.predictions = {
+      p_alive: row.predictions.p_alive,
+      predicted_clv_365d: row.predictions.predicted_clv_365d,
+      expected_orders_365d: row.predictions.expected_orders_365d,
+    };
+  }
   return line;
 }
 
@@ -40,6 +60,14 @@ export function exportLine(row: ExportRow): Record<string, unknown> {
  */
 export function exportLineSql(sql: Sql) {
   return sql.unsafe(_LINE);
+}
+
+/**
+ * The predictions of the profile `p` as jsonb ({@linkcode ExportPredictions}), NULL without:
+ * what {@linkcode exportLine} reads when the database could not write the line.
+ */
+export function exportPredictionsSql(sql: Sql) {
+  return sql.unsafe(_PREDICTIONS_JSON);
 }
 
 /** `jsonb_to_record(p.properties) as r(...)`: the identity fields of `p`, read in one pass. */
@@ -76,10 +104,27 @@ const _ISO = (column: string) =>
 const _DATE_OK = (column: string) =>
   `(p.${column} is null or p.${column} >= '1000-01-01T00:00:00Z' and p.${column} < '10000-01-01T00:00:00Z')`;
 
+// The stored numbers are rounded decimals (4 places), whose text without trailing zeros is the
+// text JavaScript writes for the same number; the CLV is a 2-decimal money string.
+const _PREDICTION_ROW = `from profile_predictions pred
+  where pred.scope = p.scope and pred.profile_id = p.item_id`;
+
+const _PREDICTIONS_TEXT =
+  `coalesce((select ',"predictions":{"p_alive":' || trim_scale(pred.p_alive)::text
+    || ',"predicted_clv_365d":"' || pred.predicted_clv_365d::text
+    || '","expected_orders_365d":' || trim_scale(pred.expected_orders_365d)::text || '}'
+  ${_PREDICTION_ROW}), '')`;
+
+const _PREDICTIONS_JSON = `(select jsonb_build_object('p_alive', trim_scale(pred.p_alive),
+    'predicted_clv_365d', pred.predicted_clv_365d::text,
+    'expected_orders_365d', trim_scale(pred.expected_orders_365d))
+  ${_PREDICTION_ROW})`;
+
 const _LINE = `(case when ${_PLAIN.map((plain) => `coalesce(${plain}, true)`).join(" and ")}
     and ${_DATE_OK("first_visit")} and ${_DATE_OK("last_visit")}
   then '{"id":' || to_json(p.item_id)::text || ',"provenance":' || to_json(p.provenance)::text
     || ${_PIECES.join(" || ")}
     || ',"properties":{' || concat_ws(',', '"firstVisit":"' || ${_ISO("first_visit")} || '"',
-                                         '"lastVisit":"' || ${_ISO("last_visit")} || '"') || '}}'
+                                         '"lastVisit":"' || ${_ISO("last_visit")} || '"') || '}'
+    || ${_PREDICTIONS_TEXT} || '}'
   end)`;

@@ -13,7 +13,13 @@ import {
   type ConditionCost,
   type SqlFragment,
 } from "./conditions.ts";
-import { exportFieldsSql, exportLine, exportLineSql, type ExportRow } from "./export_lines.ts";
+import {
+  exportFieldsSql,
+  exportLine,
+  exportLineSql,
+  exportPredictionsSql,
+  type ExportRow,
+} from "./export_lines.ts";
 import { identityOf, type ProfileView, profileView } from "./profiles.ts";
 import { evaluationError, withQueryBudget } from "./queries.ts";
 
@@ -505,14 +511,15 @@ export async function openExport(
                case when line is null then provenance end as provenance,
                case when line is null then properties end as properties,
                case when line is null then first_visit end as first_visit,
-               case when line is null then last_visit end as last_visit
+               case when line is null then last_visit end as last_visit,
+               case when line is null then ${exportPredictionsSql(sql)} end as predictions
         from (
-          select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit,
+          select p.scope, p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit,
                  ${exportLineSql(sql)} as line
           from profiles p, ${exportFieldsSql(sql)}
           where ${_members(sql, segment, page.now, page.after)}
           order by p.item_id
-          limit ${page.limit + 1}) members)
+          limit ${page.limit + 1}) p)
       select * from page`;
     const found = (await conn.unsafe(`move forward all in ${cursor}`)).count;
     const size = Math.min(found, page.limit);

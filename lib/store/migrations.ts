@@ -22,6 +22,7 @@ import { contactsStatementBrandCheck } from "./migrations/0015_contacts_statemen
 import { brandLevelSummaries } from "./migrations/0016_brand_level_summaries.ts";
 import { contactsBrandCheckHashJoin } from "./migrations/0017_contacts_brand_check_hash_join.ts";
 import { integrationsRedactedAt } from "./migrations/0018_integrations_redacted_at.ts";
+import { profilePredictions } from "./migrations/0019_profile_predictions.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -50,6 +51,7 @@ export const MIGRATIONS: readonly Migration[] = [
   brandLevelSummaries,
   contactsBrandCheckHashJoin,
   integrationsRedactedAt,
+  profilePredictions,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

@@ -11,6 +11,11 @@ import { predictionsKey } from "../../store/kv_keys.ts";
 import { LTV_BUCKETS } from "../insights.ts";
 import { type CustomerHistory, dayText, epochDay, type RfmRow, rfmRow } from "./rfm_summary.ts";
 import { fitBrandModel, type FittedModel, predictCustomer, type Validation } from "./model_fit.ts";
+import {
+  type PredictionColumns,
+  predictionColumns,
+  replaceProfilePredictions,
+} from "./profile_predictions.ts";
 
 /** Eligibility rules and the CLV discount (config.predictions). */
 export interface PredictionSettings {
@@ -124,11 +129,13 @@ export interface AtRiskPrediction {
  */
 export const AT_RISK_STORED = 50;
 
-/** What a fit produces: the model, its validation, the predicted-CLV distribution, the at-risk. */
-export type FitResult = Pick<
-  StoredPredictions,
-  "model" | "validation" | "distribution" | "at_risk"
->;
+/**
+ * What a fit produces: the model, its validation, the predicted-CLV distribution, the at-risk,
+ * and every customer's predictions (written to Postgres, never kept in KV).
+ */
+export type FitResult =
+  & Pick<StoredPredictions, "model" | "validation" | "distribution" | "at_risk">
+  & { predictions?: PredictionColumns };
 
 /** Fits the models and counts the customers' predicted CLV per LTV bucket (pure, CPU-bound). */
 export function fitAndDistribute(request: FitRequest): FitResult {
@@ -164,6 +171,12 @@ export function fitAndDistribute(request: FitRequest): FitResult {
     validation: fit.validation,
     distribution: LTV_BUCKETS.map((b, i) => ({ ...b, customer_count: counts[i]! })),
     at_risk: atRisk.slice(0, AT_RISK_STORED),
+    predictions: predictionColumns(
+      fit.model,
+      request.histories,
+      request.cutOffDay,
+      request.discountRate,
+    ),
   };
 }
 
@@ -187,8 +200,9 @@ export function fitInWorker(request: FitRequest): Promise<FitResult> {
 }
 
 /**
- * Fits the brand's model as of today (UTC) from its completed orders and stores it; a brand
- * that does not meet the eligibility rules gets `insufficient_data` with its reasons instead.
+ * Fits the brand's model as of today (UTC) from its completed orders and stores it, with each
+ * profile's predictions (profile_predictions.ts); a brand that does not meet the eligibility
+ * rules gets `insufficient_data` with its reasons instead, and its profiles lose theirs.
  */
 export async function fitBrandPredictions(
   deps: PredictionDeps,
@@ -200,6 +214,7 @@ export async function fitBrandPredictions(
   const histories = await loadHistories(deps.sql, brandId);
   const reasons = eligibilityReasons(histories, cutOffDay, deps.settings);
   let stored: StoredPredictions;
+  let columns: PredictionColumns | null = null;
   if (reasons.length > 0) {
     stored = {
       status: "insufficient_data",
@@ -218,20 +233,31 @@ export async function fitBrandPredictions(
       cutOffDay,
       discountRate: deps.settings.clvDiscountRate,
     });
-    const converged = fit.model !== null &&
-      [fit.model.bgnbd, fit.model.mbgnbd].every((params) =>
+    const { predictions, ...result } = fit;
+    const converged = result.model !== null &&
+      [result.model.bgnbd, result.model.mbgnbd].every((params) =>
         Object.values(params).every((v) => Number.isFinite(v) && v > 0)
       );
+    if (converged) {
+      columns = predictions ??
+        predictionColumns(result.model!, histories, cutOffDay, deps.settings.clvDiscountRate);
+    }
     stored = {
       status: converged ? "ready" : "insufficient_data",
       reasons: converged ? [] : ["the purchase models found no finite estimates on these orders"],
       fitted_at: now.toISOString(),
       cut_off: dayText(cutOffDay),
       customers: histories.length,
-      ...(converged ? fit : { model: null, validation: null, distribution: null }),
+      ...(converged ? result : { model: null, validation: null, distribution: null }),
       fit_ms: 0,
     };
   }
+  // The rows first: a failure leaves the previous fit in place everywhere, and the job retries.
+  await replaceProfilePredictions(
+    deps.sql,
+    brandId,
+    columns && stored.model && { model: stored.model, fittedAt: now, columns },
+  );
   stored.fit_ms = Math.round(performance.now() - started);
   await deps.kv.set(predictionsKey(brandId), stored);
   return stored;

@@ -11,6 +11,7 @@ import {
   type Column,
   columnSql,
   jsonRootSql,
+  PREDICTION_COLUMNS,
   propertyExpression,
   type PropertySource,
   singleKey,
@@ -166,7 +167,11 @@ function _timestamp(sql: Sql, time: number): SqlFragment {
 
 type _CmpType = Scalar["type"];
 
-const _NULLABLE_COLUMNS: ReadonlySet<Column> = new Set(["p.first_visit", "p.last_visit"]);
+const _NULLABLE_COLUMNS: ReadonlySet<Column> = new Set<Column>([
+  "p.first_visit",
+  "p.last_visit",
+  ...PREDICTION_COLUMNS,
+]);
 
 /**
  * True when some value of the property satisfies `pred`: each scalar element of a jsonb array,

@@ -15,6 +15,11 @@ export type Column =
   | "p.first_visit"
   | "p.last_visit"
   | "p.nb_of_visits"
+  | "pred.p_alive"
+  | "pred.expected_orders_90d"
+  | "pred.expected_orders_365d"
+  | "pred.predicted_clv_365d"
+  | "pred.expected_next_order_at"
   | "e.id"
   | "e.scope"
   | "e.event_type"
@@ -56,6 +61,26 @@ const _PROFILE_FIELDS = new Map<string, PropertySource>([
   ["properties.firstVisit", { kind: "timestamptz", column: "p.first_visit" }],
   ["properties.lastVisit", { kind: "timestamptz", column: "p.last_visit" }],
   ["properties.nbOfVisits", { kind: "integer", column: "p.nb_of_visits" }],
+  // The profile's predictions from its brand's last fit (profile_predictions, computed, never
+  // written by events): NULL, so only `missing` matches, for a profile without any. "integer"
+  // is the kind of every number column (compared as numeric).
+  ["predictions.p_alive", { kind: "integer", column: "pred.p_alive" }],
+  ["predictions.expected_orders_90d", { kind: "integer", column: "pred.expected_orders_90d" }],
+  ["predictions.expected_orders_365d", { kind: "integer", column: "pred.expected_orders_365d" }],
+  ["predictions.predicted_clv_365d", { kind: "integer", column: "pred.predicted_clv_365d" }],
+  [
+    "predictions.expected_next_order_at",
+    { kind: "timestamptz", column: "pred.expected_next_order_at" },
+  ],
+]);
+
+/** Columns read from the profile's row of profile_predictions, which it may not have. */
+export const PREDICTION_COLUMNS: ReadonlySet<Column> = new Set([
+  "pred.p_alive",
+  "pred.expected_orders_90d",
+  "pred.expected_orders_365d",
+  "pred.predicted_clv_365d",
+  "pred.expected_next_order_at",
 ]);
 
 const _EVENT_FIELDS = new Map<string, PropertySource>([
@@ -94,7 +119,8 @@ export const SCOPE_PROPERTY_NAMES = new Set([
 /**
  * Resolves a property name of a profile or event condition against the allowlist: profile
  * `properties.<seg>(.<seg>){0,4}` and `itemId` (firstVisit, lastVisit and nbOfVisits are
- * columns); event `properties.*`, `flattenedProperties.*`, `target.properties.*`,
+ * columns), `predictions.<p_alive|expected_orders_90d|expected_orders_365d|predicted_clv_365d|
+ * expected_next_order_at>`; event `properties.*`, `flattenedProperties.*`, `target.properties.*`,
  * `timeStamp`, `eventType`, `profileId`, `sessionId`, `itemId`, `target.itemId`,
  * `target.itemType`; a session (sessionPropertyCondition) `itemId`, `profileId`, `timeStamp`,
  * `lastEventDate`, `size`, `duration`. Any segment named `scope` or `shopDomain` is refused
@@ -156,7 +182,9 @@ export function resolveProperty(
     ok: false,
     message: itemType === "profile"
       ? `unknown profile property ${quote(name)} (allowed: properties.<name> with up to 5 ` +
-        "dot-separated segments of letters, digits and _, and itemId)"
+        "dot-separated segments of letters, digits and _, itemId, and predictions.p_alive, " +
+        "predictions.expected_orders_90d, predictions.expected_orders_365d, " +
+        "predictions.predicted_clv_365d, predictions.expected_next_order_at)"
       : `unknown event property ${quote(name)} (allowed: properties.<name>, ` +
         "flattenedProperties.<name>, target.properties.<name>, timeStamp, eventType, " +
         "profileId, sessionId, itemId, target.itemId, target.itemType)",
@@ -193,6 +221,14 @@ export function columnSql(sql: Sql, column: Column): SqlFragment {
       return sql`p.last_visit`;
     case "p.nb_of_visits":
       return sql`p.nb_of_visits`;
+    case "pred.p_alive":
+    case "pred.expected_orders_90d":
+    case "pred.expected_orders_365d":
+    case "pred.predicted_clv_365d":
+    case "pred.expected_next_order_at":
+      // One primary-key probe per profile read; NULL when the profile has no predictions.
+      return sql`(select ${sql(column.slice("pred.".length))} from profile_predictions pred
+        where pred.scope = p.scope and pred.profile_id = p.item_id)`;
     case "e.id":
       return sql`e.id`;
     case "e.scope":

@@ -3,6 +3,7 @@ import {
   exportFieldsSql,
   exportLine,
   exportLineSql,
+  exportPredictionsSql,
   type ExportRow,
 } from "../../../lib/engine/export_lines.ts";
 import { freshDatabase } from "../../test_support.ts";
@@ -111,6 +112,68 @@ Deno.test("exportLineSql: the database writes JSON.stringify(exportLine(row)) by
       }
       assert.equal(row.line, JSON.stringify(exportLine(row)), id);
     }
+  } finally {
+    await db.close();
+  }
+});
+
+Deno.test("exportLineSql: a profile's predictions close its line, byte for byte as exportLine writes them", async () => {
+  const db = await freshDatabase();
+  try {
+    const { sql } = db;
+    // [id, properties, p_alive, expected_orders_365d, predicted_clv_365d as inserted].
+    const cases: [string, string, string, string, string][] = [
+      ["half", '{"email": "a@b.example"}', "0.5000", "1.2300", "12.3"],
+      ["one", "{}", "1", "0", "0"],
+      ["tiny", "{}", "0.0001", "0.0010", "1234.5"],
+      ["long", "{}", "0.9999", "123456.7891", "99999999.99"],
+      // The database does not write this one (a fraction in an identity field): exportLine does.
+      ["fallback", '{"zipCode": 1.50}', "0.25", "2", "3.10"],
+    ];
+    for (const [id, properties, pAlive, orders, clv] of cases) {
+      await sql`
+        insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+        values ('s', ${id}, ${properties}::text::jsonb, 'server', now(), now())`;
+      await sql`
+        insert into profile_predictions (scope, profile_id, p_alive, expected_orders_90d,
+          expected_orders_365d, predicted_clv_365d, model, fitted_at)
+        values ('s', ${id}, ${pAlive}::numeric, 0, ${orders}::numeric, ${clv}::numeric,
+                'bgnbd', now())`;
+    }
+    await sql`
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      values ('s', 'none', '{}', 'server', now(), now())`;
+    const rows = await sql<(ExportRow & { line: string | null })[]>`
+      select p.item_id, p.provenance, p.properties, p.first_visit, p.last_visit,
+             ${exportLineSql(sql)} as line, ${exportPredictionsSql(sql)} as predictions
+      from profiles p, ${exportFieldsSql(sql)}
+      where p.scope = 's'
+      order by p.item_id`;
+    const lines = Object.fromEntries(
+      rows.map((row) => [row.item_id, row.line ?? JSON.stringify(exportLine(row))]),
+    );
+    for (const row of rows) {
+      if (row.line !== null) assert.equal(row.line, JSON.stringify(exportLine(row)), row.item_id);
+    }
+    assert.equal(rows.find((r) => r.item_id === "fallback")!.line, null);
+    assert.equal(
+      lines.half,
+      '{"id":"half","provenance":"server","email":"a@b.example","properties":{},' +
+        '"predictions":{"p_alive":0.5,"predicted_clv_365d":"12.30","expected_orders_365d":1.23}}',
+    );
+    assert.equal(
+      lines.tiny,
+      '{"id":"tiny","provenance":"server","properties":{},' +
+        '"predictions":{"p_alive":0.0001,"predicted_clv_365d":"1234.50","expected_orders_365d":0.001}}',
+    );
+    assert.equal(
+      lines.fallback,
+      '{"id":"fallback","provenance":"server","zipCode":1.5,"properties":{},' +
+        '"predictions":{"p_alive":0.25,"predicted_clv_365d":"3.10","expected_orders_365d":2}}',
+    );
+    // Without predictions, the line is what it always was.
+    assert.equal(lines.none, '{"id":"none","provenance":"server","properties":{}}');
+    assert.equal(rows.find((r) => r.item_id === "none")!.predictions, null);
   } finally {
     await db.close();
   }
