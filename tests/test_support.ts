@@ -284,7 +284,7 @@ export const SPEC_EVENT_TYPES = [
 ];
 
 /** Runs `fn` over a fresh `:memory:` KV and always closes it. */
-export async function withKv(fn: (kv: Deno.Kv) => Promise<void>): Promise<void> {
+export async function withKv(fn: (kv: Deno.Kv) => Promise<void> | void): Promise<void> {
   const kv = await Deno.openKv(":memory:");
   try {
     await fn(kv);

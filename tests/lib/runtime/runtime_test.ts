@@ -19,7 +19,7 @@ async function withEnv(fn: (env: Record<string, string>) => Promise<void>): Prom
 }
 
 Deno.test("createIngestQueue: INGEST_QUEUE picks Deno KV's queue or the outbox", async () => {
-  await withKv(async (kv) => {
+  await withKv((kv) => {
     for (const kind of ["kv", "outbox"] as const) {
       const config = loadConfig({ DATA_DIR: "/nonexistent", INGEST_QUEUE: kind });
       const queue = createIngestQueue(kv, config, newId);
