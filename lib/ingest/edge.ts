@@ -32,20 +32,7 @@ export const MAX_NESTING = 32;
 /** Keys a caller may never send: the scope is bound to the credential. */
 const _SCOPE_KEYS = new Set(["scope", "shopDomain", "source"]);
 
-// What the hand-written fast path (`parseIngestEvent`) tests, as the schema does: its own
-// eventType pattern, and the pattern zod builds for `z.iso.datetime({ offset: true })`.
 const _EVENT_TYPE = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
-const _DATETIME = z.regexes.datetime({ offset: true });
-const _EVENT_KEYS = new Set([
-  "eventType",
-  "profileId",
-  "sessionId",
-  "properties",
-  "flattenedProperties",
-  "timeStamp",
-  "target",
-]);
-const _TARGET_KEYS = new Set(["itemId", "itemType", "properties"]);
 
 // The engine stores an event's time as the UTC instant's ISO 8601 text, which PostgreSQL reads
 // for years 0001 to 9999 only (year 0000 and six-digit years are refused): a four-digit year
@@ -171,25 +158,21 @@ export function validateBatch(
     : undefined;
   events.forEach((raw, index) => {
     const unstorable = exact === undefined ? [] : unstorableValues(exact[index], ["events", index]);
-    let data = unstorable.length > 0 ? undefined : parseIngestEvent(raw);
-    if (data === undefined) {
-      // zod decides what the fast path declined, so its messages name the problems.
-      const parsed = IngestEventSchema.safeParse(raw);
-      if (!parsed.success || unstorable.length > 0) {
-        rejected.push({
-          index,
-          errors: [
-            ...unstorable,
-            ...(parsed.success ? [] : parsed.error.issues).map((issue) => ({
-              path: jsonPath(["events", index, ...issue.path]),
-              message: issue.message,
-            })),
-          ],
-        });
-        return;
-      }
-      data = keepProtoKeys(raw, parsed.data);
+    const parsed = IngestEventSchema.safeParse(raw);
+    if (!parsed.success || unstorable.length > 0) {
+      rejected.push({
+        index,
+        errors: [
+          ...unstorable,
+          ...(parsed.success ? [] : parsed.error.issues).map((issue) => ({
+            path: jsonPath(["events", index, ...issue.path]),
+            message: issue.message,
+          })),
+        ],
+      });
+      return;
     }
+    const data = keepProtoKeys(raw, parsed.data);
     // JSON bytes are the documented limit; the stored size (numbers take 9 bytes) must also fit
     // one queue message, or a valid event could never be queued.
     const sized = share === null ? _sized(data) : null;
@@ -274,62 +257,6 @@ function _exactEvents(input: JsonBody, events: unknown[]): unknown[] {
 
 /** An event as {@linkcode IngestEventSchema} parses it (without its server id). */
 export type ParsedIngestEvent = z.output<typeof IngestEventSchema>;
-
-/**
- * The common event shape, checked by hand: what {@linkcode IngestEventSchema} would output for
- * `raw`, or undefined when this cannot tell (invalid, or unusual: then ask the schema). zod
- * is costly on the hot path; tests/lib/ingest/edge_test.ts runs both over a corpus of events.
- */
-export function parseIngestEvent(raw: unknown): ParsedIngestEvent | undefined {
-  if (!_isPlainJsonObject(raw)) return undefined;
-  for (const key in raw) {
-    // A present key holding undefined is kept by zod (optional fields): leave that to it.
-    if (!_EVENT_KEYS.has(key) || raw[key] === undefined) return undefined;
-  }
-  const { eventType, profileId, sessionId, properties, flattenedProperties, timeStamp, target } =
-    raw;
-  if (typeof eventType !== "string" || !_EVENT_TYPE.test(eventType)) return undefined;
-  if (!_isId(profileId)) return undefined;
-  // Built in the schema's key order, as zod builds its output.
-  const event: ParsedIngestEvent = { eventType, profileId };
-  if (sessionId !== undefined) {
-    if (!_isId(sessionId)) return undefined;
-    event.sessionId = sessionId;
-  }
-  if (properties !== undefined) {
-    const copy = _copyRecord(properties);
-    if (copy === undefined) return undefined;
-    event.properties = copy;
-  }
-  if (flattenedProperties !== undefined) {
-    const copy = _copyRecord(flattenedProperties);
-    if (copy === undefined) return undefined;
-    event.flattenedProperties = copy;
-  }
-  if (timeStamp !== undefined) {
-    if (
-      typeof timeStamp !== "string" || !_DATETIME.test(timeStamp) ||
-      !isStorableTimeStamp(timeStamp)
-    ) return undefined;
-    event.timeStamp = timeStamp;
-  }
-  if (target !== undefined) {
-    if (!_isPlainJsonObject(target)) return undefined;
-    for (const key in target) {
-      if (!_TARGET_KEYS.has(key) || target[key] === undefined) return undefined;
-    }
-    const { itemId, itemType, properties } = target;
-    if (!_isShortString(itemId, 255) || !_isShortString(itemType, 64)) return undefined;
-    if (properties === undefined) {
-      event.target = { itemId, itemType };
-    } else {
-      const copy = _copyRecord(properties);
-      if (copy === undefined) return undefined;
-      event.target = { itemId, itemType, properties: copy };
-    }
-  }
-  return event;
-}
 
 /**
  * `parsed` (zod's output for the event `raw`) with each own `__proto__` key of `raw`'s
@@ -451,34 +378,6 @@ export function scopeBindingPaths(value: unknown): string[] {
     }
   }
   return found;
-}
-
-// Objects as JSON.parse makes them; others (class instances, null prototypes) go to zod.
-function _isPlainJsonObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null &&
-    Object.getPrototypeOf(value) === Object.prototype;
-}
-
-// zod measures a string over its maximum in code points: past it in UTF-16 units, let it decide.
-function _isShortString(value: unknown, max: number): value is string {
-  return typeof value === "string" && value.length >= 1 && value.length <= max;
-}
-
-function _isId(value: unknown): value is string {
-  return _isShortString(value, 60) && !value.includes(":");
-}
-
-// `z.record(z.string(), z.unknown())`'s output: a shallow copy. A `__proto__` key (which zod
-// drops and keepProtoKeys puts back), an own `constructor` (its plain-object test reads it) or a
-// symbol key: zod decides.
-function _copyRecord(value: unknown): Record<string, unknown> | undefined {
-  if (
-    !_isPlainJsonObject(value) || Object.hasOwn(value, "__proto__") ||
-    Object.hasOwn(value, "constructor") || Object.getOwnPropertySymbols(value).length > 0
-  ) {
-    return undefined;
-  }
-  return { ...value };
 }
 
 // True when no object in `node` has a scope key or nests deeper than MAX_NESTING: the common
