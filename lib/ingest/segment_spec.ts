@@ -252,6 +252,10 @@ export function mapSegmentMessage(
       return { source, events: [base(type, withContext(properties))] };
     }
     case "identify": {
+      const bound = Object.keys(message.traits ?? {}).find((key) => _BOUND_TRAITS.has(key));
+      if (bound) {
+        return { path: `$.traits.${bound}`, error: "scope is bound to the API key; remove it" };
+      }
       const update = identifyUpdate(message.traits ?? {});
       return { source, events: [base("updateProperties", { update })] };
     }
@@ -292,6 +296,9 @@ export function segmentTimestamp(
   const corrected = new Date(receivedAt.getTime() - skew);
   return Number.isNaN(corrected.getTime()) ? new Date(time).toISOString() : corrected.toISOString();
 }
+
+// Profile properties the credential binds, which POST /cdp/events refuses too.
+const _BOUND_TRAITS = new Set(["scope", "shopDomain", "source"]);
 
 // Segment's reserved traits that are identity fields of ours.
 const _IDENTITY_TRAITS: Readonly<Record<string, string>> = {
