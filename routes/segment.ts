@@ -192,7 +192,7 @@ const _AUTH = "Credential: HTTP Basic with the API key as username and an empty 
 
 function _singleRoute(path: string, type: SegmentType) {
   return createRoute({
-    operationId: `segment_${path.replaceAll("/", "_")}`,
+    operationId: _operationId(path),
     method: "post",
     path,
     tags: ["Segment"],
@@ -224,9 +224,15 @@ function _singleRoute(path: string, type: SegmentType) {
   });
 }
 
+// `/v1/track` → segmentTrack, `/v1/t` → segmentT.
+function _operationId(path: string): string {
+  const name = path.slice("/v1/".length);
+  return `segment${name[0]!.toUpperCase()}${name.slice(1)}`;
+}
+
 const _batchRoute = (path: string) =>
   createRoute({
-    operationId: `segment_${path.replaceAll("/", "_")}`,
+    operationId: _operationId(path),
     method: "post",
     path,
     tags: ["Segment"],
@@ -273,7 +279,11 @@ const settingsRoute = createRoute({
     "`Segment.io` integration points back here (`apiHost`, `protocol`). No credential: the " +
     "document holds nothing but the key given in the path.",
   security: [],
-  request: { params: z.object({ writeKey: z.string().min(1).max(200) }) },
+  request: {
+    params: z.object({
+      writeKey: z.string().min(1).max(200).openapi({ example: "svc_0123456789abcdef" }),
+    }),
+  },
   responses: {
     200: jsonResponse(
       z.object({
