@@ -92,6 +92,23 @@ Deno.test("segment: track, identify, page, group, alias (long and short forms) a
       // The anonymous profile was merged into the user's: its history reads under the user.
       const events = await (await ctx.request("/cdp/profiles/user-1/events", brand.key)).json();
       assert.ok(JSON.stringify(events).includes("page_viewed"), JSON.stringify(events));
+      // A track's original name is selectable in conditions.
+      const count = await ctx.request("/cdp/query/event/count", brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          condition: {
+            type: "eventPropertyCondition",
+            parameterValues: {
+              propertyName: "properties.event",
+              comparisonOperator: "equals",
+              propertyValue: "Signed Up",
+            },
+          },
+        }),
+      });
+      assert.equal(count.status, 200);
+      assert.equal((await count.json()).count, 1);
       const anon = await ctx.sql`select provenance from profiles where item_id = 'user-1'`;
       assert.equal(anon[0]!.provenance, "merged");
     });
