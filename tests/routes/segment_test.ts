@@ -25,6 +25,8 @@ async function withForwarder(ctx: TestContext, fn: () => Promise<void>) {
   });
   try {
     await fn();
+    // Redelivered duplicates may still be on their way: let them finish before closing.
+    await ctx.queue.drained();
   } finally {
     ctx.kv.close();
     await forwarder;
