@@ -10,6 +10,8 @@
  *    provisioned through the operator CLI. The service runs on embedded PGlite and, when
  *    PostgreSQL answers at BENCH_DATABASE_URL, on a fresh database created for the run.
  *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
+ *    Then the Segment door of the same service (POST /v1/batch, the same events as `page`
+ *    messages, a fresh KV store): its events/s against POST /cdp/events's (target 80%).
  * 2. Forwarder. First the queues' own delivery rate (Deno KV's queue in memory and in a file, and
  *    the outbox; 50-event and full messages; a listener that only counts): the ceiling a queue
  *    puts on the forwarder. Then per traffic shape (every event a new profile; realistic: ten
@@ -73,6 +75,8 @@ import {
 const ROOT = new URL("../", import.meta.url).pathname;
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
 const REQUESTS = intEnv("BENCH_REQUESTS", 3000);
+/** The Segment door's events/s as a share (%) of POST /cdp/events's on the same service. */
+const SEGMENT_SHARE_TARGET = 80;
 const WARMUP = intEnv("BENCH_WARMUP", 300);
 const CONCURRENCY = intEnv("BENCH_CONCURRENCY", 32);
 const FORWARD_EVENTS = intEnv("BENCH_FORWARD_EVENTS", 20_000);
@@ -260,6 +264,13 @@ function wireEvents(random: () => number, count: number): WireEvent[] {
   });
 }
 
+/** The same events as Segment `page` messages (each maps back to one page_viewed event). */
+function segmentBatch(events: WireEvent[]): string {
+  return JSON.stringify({
+    batch: events.map((e) => ({ type: "page", userId: e.profileId, properties: e.properties })),
+  });
+}
+
 // --- edge load ------------------------------------------------------------------------------
 
 interface LoadResult {
@@ -294,6 +305,8 @@ async function runLoad(
     onSampled?: (marker: Marker, acceptedAt: number) => void;
     /** Paced: request i is not sent before start + i / rate seconds (open-loop arrival). */
     rate?: number;
+    /** `segment`: the same events as Segment `page` messages to POST /v1/batch (answered 200). */
+    door?: "segment";
   },
 ): Promise<LoadResult> {
   const random = prng(options.seed);
@@ -316,14 +329,19 @@ async function runLoad(
       const events = wireEvents(random, BATCH);
       const marker = options.marker?.(i) ?? null;
       if (marker) Object.assign(events[0]!, marker);
-      const body = JSON.stringify({ events });
+      const segment = options.door === "segment";
+      const body = segment ? segmentBatch(events) : JSON.stringify({ events });
       const t0 = performance.now();
       try {
-        const res = await fetch(`${url}/cdp/events`, { method: "POST", headers, body });
+        const res = await fetch(`${url}${segment ? "/v1/batch" : "/cdp/events"}`, {
+          method: "POST",
+          headers,
+          body,
+        });
         const text = await res.text();
         const t1 = performance.now();
         latencies[done++] = t1 - t0;
-        if (res.status === 202) {
+        if (res.status === (segment ? 200 : 202)) {
           accepted++;
           if (marker) options.onSampled?.(marker, t1);
         } else {
@@ -374,6 +392,7 @@ async function measureEdge(
     onSampled: (marker: Marker, acceptedAt: number) => void;
   },
   paced?: { rate: number; count: number },
+  door?: "segment",
 ): Promise<EdgeRow> {
   // A paced phase warms up at its own pace: a burst would leave a backlog ahead of the samples.
   const warmup = paced ? Math.min(WARMUP, 2 * paced.rate) : WARMUP;
@@ -384,6 +403,7 @@ async function measureEdge(
     seed: 1,
     limitMs: LOAD_LIMIT_MS,
     rate: paced?.rate,
+    door,
   });
   const count = paced?.count ?? REQUESTS;
   progress(
@@ -398,6 +418,7 @@ async function measureEdge(
     limitMs: LOAD_LIMIT_MS,
     marker: sampling?.marker,
     onSampled: sampling?.onSampled,
+    door,
   });
   const seconds = load.elapsedMs / 1000;
   const row: EdgeRow = {
@@ -556,7 +577,7 @@ async function issueKey(env: Record<string, string>, brandId: string): Promise<s
 async function benchService(
   store: "PGlite" | "PostgreSQL",
   databaseUrl: string,
-): Promise<{ edge: EdgeRow; visibility: VisibilityRow }> {
+): Promise<{ edge: EdgeRow; segment: EdgeRow; visibility: VisibilityRow }> {
   const name = `service (${store})`;
   const dataDir = await tempDir("bench_ingest_service_");
   const env = {
@@ -583,6 +604,30 @@ async function benchService(
   if (edgeServer.stderr.count > 0) {
     progress(`${name} wrote ${edgeServer.stderr.count} stderr lines; last ones:`);
     for (const line of edgeServer.stderr.tail.slice(-3)) progress(`  ${line.slice(0, 300)}`);
+  }
+
+  // The Segment door (POST /v1/batch, the same events as `page` messages), as the edge phase
+  // measures POST /cdp/events, over a fresh KV store (that phase's batches are still queued).
+  const segmentEnv = { ...env, KV_PATH: `${dataDir}/kv_segment.sqlite3` };
+  const segmentKey = await issueKey(segmentEnv, brandId);
+  const segmentServer = await spawnServer(
+    `segment door, ${name}`,
+    ["run", "-A", "--unstable-kv", "main.ts"],
+    { ...segmentEnv, FORWARDER: "off" },
+  );
+  let segment: EdgeRow;
+  try {
+    const basic = `Basic ${btoa(`${segmentKey}:`)}`;
+    segment = await measureEdge(
+      segmentServer,
+      store,
+      { authorization: basic },
+      undefined,
+      undefined,
+      "segment",
+    );
+  } finally {
+    await segmentServer.stop();
   }
 
   // A fresh KV store: the edge phase left its batches queued, unconsumed.
@@ -664,7 +709,7 @@ async function benchService(
     edge.queueExceptions = server.stderr.queueExceptions;
     await closeReader();
     reader = undefined;
-    return { edge, visibility };
+    return { edge, segment, visibility };
   } finally {
     await probe?.abort();
     await reader?.close().catch(() => {});
@@ -1312,14 +1357,17 @@ async function main(): Promise<number> {
 
   // 1c + 3: the service on embedded PGlite, then on PostgreSQL.
   if (PARTS.has("edge")) {
-    const { edge, visibility } = await benchService("PGlite", "");
-    edges.push(edge);
+    const { edge, segment, visibility } = await benchService("PGlite", "");
+    edges.push(edge, segment);
     visibilities.push(visibility);
   }
   const admin = await postgresAdmin();
   if (admin && PARTS.has("edge")) {
-    const { edge, visibility } = await benchService("PostgreSQL", await scratchDatabase(admin));
-    edges.push(edge);
+    const { edge, segment, visibility } = await benchService(
+      "PostgreSQL",
+      await scratchDatabase(admin),
+    );
+    edges.push(edge, segment);
     visibilities.push(visibility);
   } else if (!admin) {
     notes.push(`PostgreSQL at ${PG_URL} did not answer: its service and forwarder rows skipped.`);
@@ -1366,6 +1414,19 @@ async function main(): Promise<number> {
       subject: edge.server,
       measured: `${fmt(share, 1)}%, p99 ${fmt(edge.p99, 1)} ms`,
       pass: share >= EDGE_SHARE_TARGET && edge.p99 < EDGE_P99_TARGET_MS,
+    });
+  }
+  for (const door of edges.filter((e) => e.server.startsWith("segment door, "))) {
+    const events = edges.find((e) => e.server === door.server.slice("segment door, ".length));
+    if (!events) continue;
+    const share = (100 * door.eventsPerSecond) / events.eventsPerSecond;
+    verdicts.push({
+      target: `POST /v1/batch >= ${SEGMENT_SHARE_TARGET}% of POST /cdp/events (events/s)`,
+      subject: door.server,
+      measured: `${fmt(share, 1)}% (${fmt(door.eventsPerSecond)} of ${
+        fmt(events.eventsPerSecond)
+      } events/s)`,
+      pass: share >= SEGMENT_SHARE_TARGET,
     });
   }
   for (const f of forwards.filter((f) => f.mode.startsWith("forwarder"))) {

@@ -21,6 +21,7 @@ import { productRoutes } from "./products.ts";
 import { profileRoutes } from "./profiles.ts";
 import { queryRoutes } from "./query.ts";
 import { segmentRoutes } from "./segments.ts";
+import { SEGMENT_POST_PATHS, segmentApiRoutes, segmentBody, segmentCredential } from "./segment.ts";
 import { webhookRoutes } from "./webhooks.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { accessLog } from "../lib/http/access_log.ts";
@@ -68,6 +69,11 @@ export function createApp(
     bearerFormat: "JWT",
     description: "A Shopify session token (HS256 JWT from App Bridge) for key management",
   });
+  app.openAPIRegistry.registerComponent("securitySchemes", "segmentBasic", {
+    type: "http",
+    scheme: "basic",
+    description: "The Segment door (/v1/*): an API key as the Basic username, empty password",
+  });
 
   // First, so that the access log and the span see every request, the rejected ones included.
   if (deps.log) app.use(accessLog({ log: deps.log }));
@@ -79,7 +85,8 @@ export function createApp(
   app.use(requestIds(ulidSource()));
   app.use(cors({
     origin: "*",
-    allowHeaders: ["Authorization", "Content-Type", "X-Request-Id"],
+    // X-Retry-Count: analytics.js sends it on every Segment request (routes/segment.ts).
+    allowHeaders: ["Authorization", "Content-Type", "X-Request-Id", "X-Retry-Count"],
     allowMethods: ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"],
     exposeHeaders: [
       "X-Request-Id",
@@ -101,11 +108,12 @@ export function createApp(
   });
   app.use("/cdp/events", admission.middleware);
   app.use("/cdp/ingest", admission.middleware);
+  for (const path of SEGMENT_POST_PATHS) app.use(path, admission.middleware);
   // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
   app.use(
     except(
       // The operator API bounds its JSON itself and streams a command's FILE into it.
-      ["/cdp/events", "/cdp/ingest", "/admin/*"],
+      ["/cdp/events", "/cdp/ingest", "/admin/*", ...SEGMENT_POST_PATHS],
       bodyLimit({ maxBytes: deps.config.maxBodyBytes, timeoutMs: deps.config.bodyReadTimeoutMs }),
     ),
   );
@@ -141,6 +149,18 @@ export function createApp(
     ],
   });
   app.use("/cdp/*", except(_NOT_API_KEY_ROUTES, apiKeys, ...metered));
+  // The Segment door reads its own body (gzip, 500 KB) and key (Basic, writeKey or Bearer).
+  const segmentKeys = apiKeyAuth<AppEnv>(deps, {
+    brands,
+    token: segmentCredential,
+    prefetch: (key) => [
+      rateCounterWindow(apiPolicy, key.id, deps.now()).key,
+      rateCounterWindow(apiBrandPolicy, key.brand, deps.now()).key,
+    ],
+  });
+  for (const path of SEGMENT_POST_PATHS) {
+    app.use(path, segmentBody(deps), segmentKeys, ...metered);
+  }
   // In Hono "/cdp/keys/*" also matches "/cdp/keys" itself.
   app.use("/cdp/keys/*", sessionTokenAuth<AppEnv>(deps), ...metered);
   // The query throttle, on top of the API-wide limit.
@@ -166,6 +186,7 @@ export function createApp(
 
   app.route("/", eventRoutes(deps));
   app.route("/", ingestRoutes(deps));
+  app.route("/", segmentApiRoutes(deps));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));
   // One brand's heavy reads (every read evaluating its conditions) take at most half the pool.

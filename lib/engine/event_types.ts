@@ -231,6 +231,25 @@ export const EVENT_TYPES: readonly EventTypeDefinition[] = [
       trackingNumber: _p("Carrier tracking number", _text),
     },
   ),
+  // Segment Tracking API events without a catalog type of their own (routes/segment.ts).
+  _def(
+    "track",
+    "server",
+    "Tracked event",
+    "A Segment or RudderStack `track` whose name has no catalog type; `event` holds its name.",
+    { event: _p("The event's name as sent (`Signed Up`)", z.string().min(1).max(200), true) },
+  ),
+  _def("screen_viewed", "server", "Screen viewed", "A mobile app screen was viewed (Segment).", {
+    name: _p("Screen name", _text),
+    category: _p("Screen category", _text),
+  }),
+  _def(
+    "alias",
+    "server",
+    "Alias",
+    "A Segment `alias`: previousId's profile merged into this one (the event's target).",
+    { previousId: _p("The id merged into this profile", z.string().min(1).max(60), true) },
+  ),
   // Identity and native (Apache Unomi) events.
   _def(
     "updateProperties",

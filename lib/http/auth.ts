@@ -58,6 +58,11 @@ export function apiKeyAuth<E extends AuthEnv = AuthEnv>(
   options: {
     brands: BrandCache;
     prefetch?: (key: { id: string; brand: string }) => Deno.KvKey[];
+    /**
+     * Where the key is read (default: the Bearer header; 401 when absent). The Segment door
+     * also reads a Basic username or the body's `writeKey` (routes/segment.ts).
+     */
+    token?: (c: Context) => string;
   },
 ): MiddlewareHandler<E> {
   const known = new Map<string, { id: string; brand: string }>();
@@ -65,8 +70,9 @@ export function apiKeyAuth<E extends AuthEnv = AuthEnv>(
     brandVersionKey(key.brand),
     ...(options.prefetch?.(key) ?? []),
   ];
+  const read = options.token ?? bearerToken;
   return async function apiKeyAuthMiddleware(c, next) {
-    const token = _bearer(c);
+    const token = read(c);
     if (looksLikeJwt(token)) {
       throw new HttpError(401, "unauthorized", "Data routes take an API key, not a session token", {
         headers: _CHALLENGE,
@@ -123,7 +129,7 @@ export function sessionTokenAuth<E extends AuthEnv = AuthEnv>(
   deps: { sql: Sql; now: () => Date; config: Pick<Config, "shopify"> },
 ): MiddlewareHandler<E> {
   return async function sessionTokenAuthMiddleware(c, next) {
-    const token = _bearer(c);
+    const token = bearerToken(c);
     if (token.startsWith(API_KEY_PREFIX)) {
       throw new HttpError(
         401,
@@ -138,7 +144,8 @@ export function sessionTokenAuth<E extends AuthEnv = AuthEnv>(
   };
 }
 
-function _bearer(c: Context): string {
+/** The request's Bearer credential; 401 `unauthorized` when it has none. */
+export function bearerToken(c: Context): string {
   const match = c.req.header("authorization")?.match(/^Bearer\s+(\S+)\s*$/i);
   if (!match) {
     throw new HttpError(401, "unauthorized", "Missing bearer credential", { headers: _CHALLENGE });

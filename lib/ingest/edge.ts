@@ -198,6 +198,45 @@ export function validateBatch(
   return { accepted, rejected };
 }
 
+/**
+ * The edge's checks for events a door built itself from another spec's messages (the Segment
+ * door): values storage refuses, the per-event size limit and `check` (the engine's
+ * `checkEvent`). Each event keeps the index of the message it came from.
+ */
+export function validateBuiltEvents(
+  events: { index: number; event: IngestEvent }[],
+  check: (event: IngestEvent) => { error: string; field?: string } | null,
+): { accepted: AcceptedEvent[]; rejected: Rejection[] } {
+  const accepted: AcceptedEvent[] = [];
+  const rejected: Rejection[] = [];
+  for (const { index, event } of events) {
+    const unstorable = unstorableValues(event, ["batch", index]);
+    if (unstorable.length > 0) {
+      rejected.push({ index, errors: unstorable });
+      continue;
+    }
+    const sized = _sized(event);
+    if (sized === undefined) {
+      rejected.push({
+        index,
+        errors: [{
+          path: jsonPath(["batch", index]),
+          message: `event exceeds ${MAX_EVENT_BYTES} bytes`,
+        }],
+      });
+      continue;
+    }
+    const problem = check(event);
+    if (problem) {
+      rejected.push({
+        index,
+        errors: [{ path: jsonPath(["batch", index]), message: problem.error }],
+      });
+    } else accepted.push({ index, event, storedBytes: sized.stored });
+  }
+  return { accepted, rejected };
+}
+
 /** An event's stored-size bound and JSON length; undefined when it is over a limit. */
 function _sized(data: unknown): { stored: number; length: number } | undefined {
   const json = JSON.stringify(data);

@@ -14,6 +14,7 @@ import {
   parseQueuedEvents,
   scopeBindingPaths,
   validateBatch,
+  validateBuiltEvents,
 } from "../../../lib/ingest/edge.ts";
 import { MAX_STORED_EVENT_BYTES, storedSizeBound } from "../../../lib/ingest/queue.ts";
 
@@ -1003,4 +1004,20 @@ Deno.test("parseJsonBody: bytes that are not UTF-8 are 400 bad_request, never re
       JSON.stringify(bad),
     );
   }
+});
+
+Deno.test("validateBuiltEvents: sizes what it accepts; refuses oversized, unstorable and unchecked events by index", () => {
+  const ok = { id: "m1", eventType: "page_viewed", profileId: "u1", properties: { url: "/" } };
+  const big = { ...ok, id: "m2", properties: { x: "y".repeat(40_000) } };
+  const nul = { ...ok, id: "m3", properties: { x: "a\u0000b" } };
+  const unknown = { ...ok, id: "m4", eventType: "nope" };
+  const { accepted, rejected } = validateBuiltEvents(
+    [ok, big, nul, unknown].map((event, index) => ({ index, event })),
+    (event) => event.eventType === "nope" ? { error: "no registered schema" } : null,
+  );
+  assert.deepEqual(accepted.map((a) => a.index), [0]);
+  assert.ok(accepted[0]!.storedBytes > 0);
+  assert.deepEqual(rejected.map((r) => r.index), [1, 2, 3]);
+  assert.match(rejected[0]!.errors[0]!.message, /exceeds/);
+  assert.equal(rejected[2]!.errors[0]!.message, "no registered schema");
 });

@@ -1,0 +1,86 @@
+/**
+ * analytics.js (`@segment/analytics-next`), unchanged, in headless Chromium (Debian's
+ * `chromium`): loaded with only `cdnURL` set to the service, it reads the settings document and
+ * posts to `/v1/*` with the writeKey in a text/plain body. Skipped where /usr/bin/chromium is
+ * missing.
+ */
+import assert from "node:assert/strict";
+import { chromium } from "playwright-core";
+import { startForwarder } from "../../lib/ingest/forwarder.ts";
+import { eventually, withContext } from "../test_support.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const installed = await Deno.stat(CHROMIUM).then(() => true, () => false);
+const ENTRY = new URL("../fixtures/segment/analytics_browser_entry.ts", import.meta.url).pathname;
+
+async function bundleAnalytics(): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  const out = `${dir}/analytics.js`;
+  const run = await new Deno.Command(Deno.execPath(), {
+    args: ["bundle", "--quiet", "--platform", "browser", "-o", out, ENTRY],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!run.success) throw new Error(new TextDecoder().decode(run.stderr));
+  const text = await Deno.readTextFile(out);
+  await Deno.remove(dir, { recursive: true });
+  return text;
+}
+
+Deno.test({
+  name: "browser: analytics.js with cdnURL = the service delivers identify, track and page",
+  ignore: !installed,
+  async fn() {
+    const script = await bundleAnalytics();
+    await withContext(async (ctx) => {
+      const brand = await ctx.seedBrand();
+      const page = `<!doctype html><html><head><script src="/analytics.js"></script></head>` +
+        `<body>test</body></html>`;
+      const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+        const path = new URL(req.url).pathname;
+        if (path === "/") return new Response(page, { headers: { "content-type": "text/html" } });
+        if (path === "/analytics.js") {
+          return new Response(script, { headers: { "content-type": "text/javascript" } });
+        }
+        return ctx.app.fetch(req);
+      });
+      const forwarder = startForwarder({
+        queue: ctx.queue,
+        engine: ctx.deps.engine,
+        now: ctx.clock.now,
+      });
+      const browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
+      });
+      try {
+        const origin = `http://127.0.0.1:${server.addr.port}`;
+        const tab = await browser.newPage();
+        await tab.goto(`${origin}/`);
+        await tab.evaluate(async ({ writeKey, cdnURL }) => {
+          // deno-lint-ignore no-explicit-any
+          const analytics = (globalThis as any).AnalyticsBrowser.load({ writeKey, cdnURL });
+          await analytics.identify("ajs-user", { email: "ajs@example.com" });
+          await analytics.track("Product Viewed", { product_id: "p-9" });
+          await analytics.page("Home");
+        }, { writeKey: brand.key, cdnURL: origin });
+        await eventually(async () =>
+          (await ctx.sql`select count(*)::int as n from events`)[0]!.n === 3
+        );
+        const profile = await (await ctx.request("/cdp/profiles/ajs-user", brand.key)).json();
+        assert.ok(JSON.stringify(profile).includes("ajs@example.com"), JSON.stringify(profile));
+        const events = JSON.stringify(
+          await (await ctx.request("/cdp/profiles/ajs-user/events", brand.key)).json(),
+        );
+        for (const type of ["updateProperties", "product_viewed", "page_viewed"]) {
+          assert.ok(events.includes(type), `${type}: ${events}`);
+        }
+      } finally {
+        await browser.close();
+        await server.shutdown();
+        ctx.kv.close();
+        await forwarder;
+      }
+    });
+  },
+});
