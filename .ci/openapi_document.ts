@@ -34,7 +34,8 @@ try {
     newId: ulidSource(),
     config,
   }, { adminCommands: COMMANDS });
-  for (const [path, file] of [["/openapi.json", "openapi"], ["/openapi.json?admin=1", "admin"]]) {
+  const documents = [["/openapi.json", "openapi"], ["/openapi.json?admin=1", "admin"]] as const;
+  for (const [path, file] of documents) {
     const res = await app.request(path);
     if (res.status !== 200) throw new Error(`${path} answered ${res.status}`);
     await Deno.writeTextFile(`${outDir}/${file}.json`, await res.text());
