@@ -27,8 +27,8 @@ const _fixed = (value: number, digits: number) => String(Number(value.toFixed(di
 
 /**
  * Every customer's predictions under the fitted model, rounded as her insights show them
- * (customer_predictions.ts, customerPredictions): her orders up to the
- * cut-off day, or up to her last order day when it is later (an order dated ahead of the clock).
+ * (customer_predictions.ts): her orders up to the cut-off day, or up to her last order day when
+ * it is later (an order dated ahead of the clock).
  */
 export function predictionColumns(
   model: FittedModel,
