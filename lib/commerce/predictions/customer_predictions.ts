@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Sql, Tx } from "../../store/db.ts";
+import { jsonParam, type Sql, type Tx } from "../../store/db.ts";
 import type { FittedModel } from "./model_fit.ts";
 import { predictCustomer } from "./model_fit.ts";
 import { epochDay, meanDayTotal, rfmRow } from "./rfm_summary.ts";
@@ -39,7 +39,7 @@ export async function replacePredictionModel(
   }
   await tx`
     insert into prediction_models (brand_id, model, fitted_at)
-    values (${brandId}, ${tx.json(fit.model as never)}, ${fit.fittedAt})
+    values (${brandId}, ${jsonParam(tx, fit.model)}, ${fit.fittedAt})
     on conflict (brand_id) do update set model = excluded.model, fitted_at = excluded.fitted_at`;
 }
 
