@@ -11,21 +11,10 @@ import {
 import { customerHistories, parseDay } from "../../../../lib/commerce/predictions/rfm_summary.ts";
 import { CDNOW_CUT_OFF, cdnowOrders } from "./cdnow_fixture.ts";
 import { withBrandDatabase, withKv } from "../../../test_support.ts";
-import { loadOrders, syntheticOrders } from "./order_fixture.ts";
+import { loadOrders, orderLine as order, syntheticOrders } from "./order_fixture.ts";
 
 const NOW = new Date("2026-11-21T12:00:00Z");
 const settings = { minCustomers: 40, minHistoryDays: 180, clvDiscountRate: 0 };
-
-const order = (id: string, email: string, at: string, total: string, state = "complete") => ({
-  external_id: id,
-  number: `#${id}`,
-  state,
-  billing_status: state === "complete" ? "complete" : "billable",
-  total,
-  currency_code: "USD",
-  created_at: at,
-  customer: { email },
-});
 
 Deno.test("histories: completed orders only, one transaction per UTC day, totals summed", async () => {
   await withBrandDatabase(async (sql, brandId) => {

@@ -20,7 +20,7 @@ import {
 } from "../../../../lib/commerce/predictions/rfm_summary.ts";
 import type { Sql } from "../../../../lib/store/db.ts";
 import { withBrandDatabase, withKv } from "../../../test_support.ts";
-import { loadOrders, syntheticOrders } from "./order_fixture.ts";
+import { loadOrders, orderLine as order, syntheticOrders } from "./order_fixture.ts";
 
 const NOW = new Date("2026-11-21T12:00:00Z");
 const DAY = 86_400_000;
@@ -66,17 +66,6 @@ async function assertServedAreTheModels(
   }
   return histories.length;
 }
-
-const order = (id: string, email: string, at: string, total: string, state = "complete") => ({
-  external_id: id,
-  number: `#${id}`,
-  state,
-  billing_status: state === "complete" ? "complete" : "billable",
-  total,
-  currency_code: "USD",
-  created_at: at,
-  customer: { email },
-});
 
 Deno.test("customer predictions: none without a ready model, a contact or a completed order", async () => {
   await withBrandDatabase(async (sql, brandId) => {
