@@ -21,7 +21,7 @@ import {
 import {
   customerPredictions,
   withPredictions,
-} from "../lib/commerce/predictions/brand_predictions.ts";
+} from "../lib/commerce/predictions/customer_predictions.ts";
 import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../lib/engine/event_volume.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -391,11 +391,12 @@ export function customerRoutes(deps: AppDeps, options: { heavyReads: BrandConcur
     .openapi(insights, async (c) => {
       const identifier = c.req.valid("param").identifier;
       const { brand, resolved } = await resolve(c, identifier);
-      // The predictions' reads (KV, the customer's order days) overlap the insights' queries.
+      // The predictions' one read (the brand's model, the customer's order days) overlaps the
+      // insights' queries.
       const [base, predicted] = await Promise.all([
         customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
         customerPredictions(
-          { sql: deps.sql, kv: deps.kv, settings: deps.config.predictions },
+          { sql: deps.sql, settings: deps.config.predictions },
           brand.brandId,
           resolved.contactId,
           deps.now(),

@@ -1,21 +1,23 @@
 /**
  * A brand's predictions: fitting its model from its completed orders (eligibility first), the
- * fitted model kept in Deno KV, `GET /cdp/insights/predictions`'s answer, and one customer's
- * predictions for her insights. The model itself is pure (model_fit.ts); definitions and the
- * eligibility rules are in docs/commerce.md.
+ * fit kept in Deno KV and `GET /cdp/insights/predictions`'s answer; each fit also replaces what
+ * the customer insights (customer_predictions.ts) and segments (profile_predictions.ts) read in
+ * Postgres. The model itself is pure (model_fit.ts); definitions and the eligibility rules are
+ * in docs/commerce.md.
  *
  * @module
  */
 import type { Sql } from "../../store/db.ts";
 import { predictionsKey } from "../../store/kv_keys.ts";
 import { LTV_BUCKETS } from "../insights.ts";
-import { type CustomerHistory, dayText, epochDay, type RfmRow, rfmRow } from "./rfm_summary.ts";
+import { type CustomerHistory, dayText, epochDay, meanDayTotal } from "./rfm_summary.ts";
 import { fitBrandModel, type FittedModel, predictCustomer, type Validation } from "./model_fit.ts";
 import {
   type PredictionColumns,
   predictionColumns,
   replaceProfilePredictions,
 } from "./profile_predictions.ts";
+import { replacePredictionModel } from "./customer_predictions.ts";
 
 /** Eligibility rules and the CLV discount (config.predictions). */
 export interface PredictionSettings {
@@ -102,11 +104,6 @@ export function eligibilityReasons(
   return reasons;
 }
 
-/** A customer's mean total per order day (her own average order value). */
-function _ownMean(history: CustomerHistory): number {
-  return history.totals.reduce((s, t) => s + t, 0) / history.totals.length;
-}
-
 /** What a fit reads: the histories, the cut-off day and the CLV discount rate. */
 export interface FitRequest {
   histories: CustomerHistory[];
@@ -145,7 +142,7 @@ export function fitAndDistribute(request: FitRequest): FitResult {
   const atRisk: AtRiskPrediction[] = [];
   for (const row of fit.rows) {
     const history = byCustomer.get(row.customer)!;
-    const p = predictCustomer(fit.model, row, _ownMean(history), request.discountRate);
+    const p = predictCustomer(fit.model, row, meanDayTotal(history), request.discountRate);
     const clv = p.predicted_clv_365d;
     const bucket = LTV_BUCKETS.findIndex((b) => clv >= b.min && (b.max === null || clv < b.max));
     counts[Math.max(bucket, 0)]!++;
@@ -252,12 +249,13 @@ export async function fitBrandPredictions(
       fit_ms: 0,
     };
   }
-  // The rows first: a failure leaves the previous fit in place everywhere, and the job retries.
-  await replaceProfilePredictions(
-    deps.sql,
-    brandId,
-    columns && stored.model && { model: stored.model, fittedAt: now, columns },
-  );
+  // Postgres first (the model the customer insights read, every profile's row, one
+  // transaction): a failure leaves the previous fit in place everywhere, and the job retries.
+  const ready = columns && stored.model && { model: stored.model, fittedAt: now, columns };
+  await deps.sql.begin(async (tx) => {
+    await replacePredictionModel(tx, brandId, ready);
+    await replaceProfilePredictions(tx, brandId, ready);
+  });
   stored.fit_ms = Math.round(performance.now() - started);
   await deps.kv.set(predictionsKey(brandId), stored);
   return stored;
@@ -324,73 +322,5 @@ export function predictionsView(stored: StoredPredictions | null) {
       mbgnbd_error: _round(validation.mbgnbd_error, 2),
     },
     distribution: stored.distribution,
-  };
-}
-
-/** `insights.predicted` of one customer. */
-export interface PredictedInsights {
-  model: "bgnbd" | "mbgnbd";
-  p_alive: number;
-  expected_orders_90d: number;
-  expected_orders_365d: number;
-  predicted_clv_365d: string;
-  expected_next_order_at: string | null;
-}
-
-/**
- * One customer's predictions as of `now` (her orders up to today, `T` to today) under the
- * brand's stored model; null without a ready model or without completed orders.
- */
-export async function customerPredictions(
-  deps: Pick<PredictionDeps, "sql" | "kv" | "settings">,
-  brandId: string,
-  contactId: string | null,
-  now: Date,
-): Promise<PredictedInsights | null> {
-  if (!contactId) return null;
-  const stored = await readBrandPredictions(deps.kv, brandId);
-  if (stored?.status !== "ready" || !stored.model) return null;
-  const rows = await deps.sql<{ day: number; total: number }[]>`
-    select ((created_at at time zone 'UTC')::date - date '1970-01-01') as day,
-           sum(total)::float8 as total
-    from orders
-    where contact_id = ${contactId} and brand_id = ${brandId} and state = 'complete'
-    group by 1
-    order by 1`;
-  if (rows.length === 0) return null;
-  const history = {
-    customer: contactId,
-    days: rows.map((r) => r.day),
-    totals: rows.map((r) => r.total),
-  };
-  // An order dated after today (clock skew) counts as today's.
-  const today = Math.max(epochDay(now), history.days.at(-1)!);
-  const row: RfmRow = rfmRow(history, today)!;
-  const p = predictCustomer(stored.model, row, _ownMean(history), deps.settings.clvDiscountRate);
-  return {
-    model: p.model,
-    p_alive: _round(p.p_alive, 4),
-    expected_orders_90d: _round(p.expected_orders_90d, 4),
-    expected_orders_365d: _round(p.expected_orders_365d, 4),
-    predicted_clv_365d: p.predicted_clv_365d.toFixed(2),
-    expected_next_order_at: p.expected_wait_days === null
-      ? null
-      : new Date(now.getTime() + p.expected_wait_days * 86_400_000).toISOString(),
-  };
-}
-
-/** A customer's insights with `predicted` added and `churn.probability` = 1 − P(alive). */
-export function withPredictions<T extends { churn: object | null }>(
-  insights: T,
-  predicted: PredictedInsights | null,
-) {
-  return {
-    ...insights,
-    predicted,
-    churn: insights.churn &&
-      {
-        ...insights.churn,
-        probability: predicted ? _round(1 - predicted.p_alive, 4) : null,
-      },
   };
 }

@@ -90,6 +90,11 @@ export function rfmRow(history: CustomerHistory, cutOffDay: number): RfmRow | nu
   };
 }
 
+/** A customer's mean total per order day (her own average order value). */
+export function meanDayTotal(history: CustomerHistory): number {
+  return history.totals.reduce((s, t) => s + t, 0) / history.totals.length;
+}
+
 /** Every customer's row as of `cutOffDay`, leaving out those first seen after it. */
 export function rfmSummary(histories: CustomerHistory[], cutOffDay: number): RfmRow[] {
   const rows: RfmRow[] = [];

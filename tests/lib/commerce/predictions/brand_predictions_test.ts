@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import {
-  customerPredictions,
   eligibilityReasons,
   fitAndDistribute,
   fitBrandPredictions,
@@ -8,26 +7,14 @@ import {
   loadHistories,
   predictionsView,
   readBrandPredictions,
-  withPredictions,
 } from "../../../../lib/commerce/predictions/brand_predictions.ts";
 import { customerHistories, parseDay } from "../../../../lib/commerce/predictions/rfm_summary.ts";
 import { CDNOW_CUT_OFF, cdnowOrders } from "./cdnow_fixture.ts";
 import { withBrandDatabase, withKv } from "../../../test_support.ts";
-import { loadOrders, syntheticOrders } from "./order_fixture.ts";
+import { loadOrders, orderLine as order, syntheticOrders } from "./order_fixture.ts";
 
 const NOW = new Date("2026-11-21T12:00:00Z");
 const settings = { minCustomers: 40, minHistoryDays: 180, clvDiscountRate: 0 };
-
-const order = (id: string, email: string, at: string, total: string, state = "complete") => ({
-  external_id: id,
-  number: `#${id}`,
-  state,
-  billing_status: state === "complete" ? "complete" : "billable",
-  total,
-  currency_code: "USD",
-  created_at: at,
-  customer: { email },
-});
 
 Deno.test("histories: completed orders only, one transaction per UTC day, totals summed", async () => {
   await withBrandDatabase(async (sql, brandId) => {
@@ -73,7 +60,6 @@ Deno.test("a brand short of the rules is insufficient_data, stored with its reas
       assert.equal(view.status, "insufficient_data");
       assert.equal(view.model, null);
       assert.equal(view.cut_off, "2026-11-21");
-      assert.equal(await customerPredictions({ sql, kv, settings }, brandId, "x", NOW), null);
     });
   });
 });
@@ -105,37 +91,6 @@ Deno.test("a fitted brand: both models, the validation, the CLV distribution; de
       const again = predictionsView(await fitBrandPredictions(deps, brandId));
       assert.deepEqual(again.model, view.model);
       assert.deepEqual(again.validation, view.validation);
-    });
-  });
-});
-
-Deno.test("a customer's predictions: P(alive), expected orders, CLV and churn probability", async () => {
-  await withBrandDatabase(async (sql, brandId) => {
-    await withKv(async (kv) => {
-      await loadOrders(sql, brandId, syntheticOrders(120, 500, NOW));
-      await fitBrandPredictions({ sql, kv, now: () => NOW, settings }, brandId);
-      const [row] = await sql<{ id: string }[]>`
-        select id from contacts where brand_id = ${brandId} and email = 'c3@example.com'`;
-      const predicted = (await customerPredictions({ sql, kv, settings }, brandId, row!.id, NOW))!;
-      assert.ok(predicted.p_alive > 0 && predicted.p_alive <= 1);
-      assert.ok(predicted.expected_orders_365d >= predicted.expected_orders_90d);
-      assert.match(predicted.predicted_clv_365d, /^\d+\.\d{2}$/);
-      if (predicted.p_alive >= 0.5) assert.ok(Date.parse(predicted.expected_next_order_at!) > +NOW);
-      else assert.equal(predicted.expected_next_order_at, null);
-      const discounted = (await customerPredictions(
-        { sql, kv, settings: { ...settings, clvDiscountRate: 0.21 } },
-        brandId,
-        row!.id,
-        NOW,
-      ))!;
-      const ratio = Number(discounted.predicted_clv_365d) / Number(predicted.predicted_clv_365d);
-      assert.ok(Math.abs(ratio - 1 / 1.1) < 0.01, String(ratio));
-      const churn = { at_risk: false };
-      const merged = withPredictions({ ltv: "1.00", churn }, predicted);
-      assert.equal(merged.predicted, predicted);
-      assert.equal(merged.churn!.probability, Number((1 - predicted.p_alive).toFixed(4)));
-      assert.deepEqual(withPredictions({ churn: null }, null), { churn: null, predicted: null });
-      assert.equal(withPredictions({ churn }, null).churn!.probability, null);
     });
   });
 });

@@ -41,6 +41,24 @@ export function syntheticOrders(customers: number, days: number, end: Date) {
   return lines;
 }
 
+/** One order line of a customer (by email), complete unless `state` says otherwise. */
+export const orderLine = (
+  id: string,
+  email: string,
+  at: string,
+  total: string,
+  state = "complete",
+) => ({
+  external_id: id,
+  number: `#${id}`,
+  state,
+  billing_status: state === "complete" ? "complete" : "billable",
+  total,
+  currency_code: "USD",
+  created_at: at,
+  customer: { email },
+});
+
 /** Writes order lines as the brand's orders. */
 export async function loadOrders(sql: Sql, brandId: string, lines: Record<string, unknown>[]) {
   const newId = monotonicFactory();

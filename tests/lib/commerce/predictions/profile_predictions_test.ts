@@ -255,11 +255,9 @@ Deno.test("replaceProfilePredictions: a profile takes its customer record's cont
     });
     const model = { selected: "mbgnbd" } as FittedModel;
     const fittedAt = new Date("2026-11-21T00:00:00Z");
-    const n = await replaceProfilePredictions(sql, brandId, {
-      model,
-      fittedAt,
-      columns: columns(["X", "Y", "Z"], "0.3"),
-    });
+    const replace = (fit: Parameters<typeof replaceProfilePredictions>[2]) =>
+      sql.begin((tx) => replaceProfilePredictions(tx, brandId, fit));
+    const n = await replace({ model, fittedAt, columns: columns(["X", "Y", "Z"], "0.3") });
     assert.equal(n, 3);
     const rows = await sql<{ profile_id: string; p_alive: string; next: Date | null }[]>`
       select profile_id, p_alive, expected_next_order_at as next from profile_predictions
@@ -273,16 +271,12 @@ Deno.test("replaceProfilePredictions: a profile takes its customer record's cont
       ["P1", "P2"],
     );
     // Replaced wholesale: a contact no longer predicted loses its profile's row.
-    await replaceProfilePredictions(sql, brandId, {
-      model,
-      fittedAt,
-      columns: columns(["Y"], "0.9"),
-    });
+    await replace({ model, fittedAt, columns: columns(["Y"], "0.9") });
     assert.deepEqual(
       [...await sql`select profile_id, p_alive::text from profile_predictions`],
       [{ profile_id: "P2", p_alive: "0.9" }],
     );
-    assert.equal(await replaceProfilePredictions(sql, brandId, null), 0);
+    assert.equal(await replace(null), 0);
     assert.equal((await sql`select 1 from profile_predictions`).length, 0);
   });
 });

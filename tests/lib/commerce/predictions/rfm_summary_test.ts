@@ -3,6 +3,7 @@ import {
   customerHistories,
   dayText,
   epochDay,
+  meanDayTotal,
   ordersBetween,
   parseDay,
   rfmRow,
@@ -40,6 +41,8 @@ Deno.test("orders of one day are one transaction, their totals summed", () => {
   });
   assert.equal(rfmRow(history!, d - 1), null);
   assert.equal(ordersBetween(history!, d + 10, d + 50), 2);
+  // Her own average order value: the mean of the order days' totals, the first day included.
+  assert.equal(meanDayTotal(history!), (15 + 24 + 8 + 100) / 4);
 });
 
 Deno.test("CDNOW: the summary from the transaction log is the published one", () => {

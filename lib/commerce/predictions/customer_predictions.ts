@@ -1,0 +1,108 @@
+/**
+ * One customer's predictions for her insights (`insights.predicted`), and the brand's model they
+ * are computed with, kept in Postgres (`prediction_models`) so that one statement reads the model
+ * and her completed order days: the route adds a single indexed read, run beside the insights'
+ * own. The arithmetic (P(alive), expected orders, CLV, the expected wait) is model_fit.ts's, at
+ * request time, so a new order counts at once under the last fit's parameters.
+ *
+ * @module
+ */
+import { jsonParam, type Sql, type Tx } from "../../store/db.ts";
+import type { FittedModel } from "./model_fit.ts";
+import { predictCustomer } from "./model_fit.ts";
+import { epochDay, meanDayTotal, rfmRow } from "./rfm_summary.ts";
+
+/** `insights.predicted` of one customer. */
+export interface PredictedInsights {
+  model: "bgnbd" | "mbgnbd";
+  p_alive: number;
+  expected_orders_90d: number;
+  expected_orders_365d: number;
+  predicted_clv_365d: string;
+  expected_next_order_at: string | null;
+}
+
+const _round = (value: number, digits: number) => Number(value.toFixed(digits));
+
+/**
+ * Replaces the brand's model (none when null: its fit is not ready), in the caller's transaction
+ * (the one that replaces its profile predictions).
+ */
+export async function replacePredictionModel(
+  tx: Tx,
+  brandId: string,
+  fit: { model: FittedModel; fittedAt: Date } | null,
+): Promise<void> {
+  if (!fit) {
+    await tx`delete from prediction_models where brand_id = ${brandId}`;
+    return;
+  }
+  await tx`
+    insert into prediction_models (brand_id, model, fitted_at)
+    values (${brandId}, ${jsonParam(tx, fit.model)}, ${fit.fittedAt})
+    on conflict (brand_id) do update set model = excluded.model, fitted_at = excluded.fitted_at`;
+}
+
+/**
+ * One customer's predictions as of `now` (her completed orders up to today, `T` to today) under
+ * the brand's last ready model; null without one or without completed orders.
+ */
+export async function customerPredictions(
+  deps: { sql: Sql; settings: { clvDiscountRate: number } },
+  brandId: string,
+  contactId: string | null,
+  now: Date,
+): Promise<PredictedInsights | null> {
+  if (!contactId) return null;
+  // No model: no row, and her orders are not read.
+  const [found] = await deps.sql<{ model: FittedModel; days: number[]; totals: number[] }[]>`
+    select m.model, coalesce(h.days, '{}') as days, coalesce(h.totals, '{}') as totals
+    from prediction_models m
+    cross join lateral (
+      select array_agg(day order by day) as days, array_agg(total order by day) as totals
+      from (
+        select ((created_at at time zone 'UTC')::date - date '1970-01-01') as day,
+               sum(total)::float8 as total
+        from orders
+        where contact_id = ${contactId} and brand_id = ${brandId} and state = 'complete'
+        group by 1
+      ) d
+    ) h
+    where m.brand_id = ${brandId}`;
+  if (!found || found.days.length === 0) return null;
+  const history = { customer: contactId, days: found.days, totals: found.totals };
+  // An order dated after today (clock skew) counts as today's.
+  const today = Math.max(epochDay(now), history.days.at(-1)!);
+  const p = predictCustomer(
+    found.model,
+    rfmRow(history, today)!,
+    meanDayTotal(history),
+    deps.settings.clvDiscountRate,
+  );
+  return {
+    model: p.model,
+    p_alive: _round(p.p_alive, 4),
+    expected_orders_90d: _round(p.expected_orders_90d, 4),
+    expected_orders_365d: _round(p.expected_orders_365d, 4),
+    predicted_clv_365d: p.predicted_clv_365d.toFixed(2),
+    expected_next_order_at: p.expected_wait_days === null
+      ? null
+      : new Date(now.getTime() + p.expected_wait_days * 86_400_000).toISOString(),
+  };
+}
+
+/** A customer's insights with `predicted` added and `churn.probability` = 1 − P(alive). */
+export function withPredictions<T extends { churn: object | null }>(
+  insights: T,
+  predicted: PredictedInsights | null,
+) {
+  return {
+    ...insights,
+    predicted,
+    churn: insights.churn &&
+      {
+        ...insights.churn,
+        probability: predicted ? _round(1 - predicted.p_alive, 4) : null,
+      },
+  };
+}
