@@ -113,7 +113,7 @@ export async function assignSessionIds(
   // An id PostgreSQL cannot hold as text (a NUL, a lone surrogate) is left to the events' insert,
   // which refuses its event alone with the message the caller then gets.
   const ids = [...new Set(open.map(({ row }) => row.profile_id))]
-    .filter((id) => !/\u0000|\p{Cs}/u.test(id));
+    .filter((id) => !id.includes("\u0000") && !/\p{Cs}/u.test(id));
   const resolved = await tx<{ id: string; master: string }[]>`
     with m as (
       select x.id, coalesce(a.profile_id, x.id) as master
