@@ -35,6 +35,7 @@ import {
   MAX_CONDITION_VALUES,
   MAX_NUMBER_OF_DAYS,
   OPERATORS,
+  PAGE_VIEW_EVENT_TYPE,
   type PropertyContext,
   UNOMI_REFUSED_OPERATORS,
   UNOMI_REFUSED_TYPES,
@@ -170,6 +171,7 @@ const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
   pastEventCondition: "profile",
   eventPropertyCondition: "event",
   eventTypeCondition: "event",
+  pageViewEventCondition: "event",
 };
 
 function _validateNode(
@@ -290,6 +292,27 @@ function _validateParams(
         _issue(w, idPath, "must be 1 to 64 characters");
       }
       return valid() ? { type: "eventType", eventTypeId: id as string } : undefined;
+    }
+    case "pageViewEventCondition": {
+      // Unomi's definition: eventTypeCondition "view" (our page_viewed) and, when given, the
+      // page's path; a parameter it is not given drops its part, as Unomi's parameter:: does.
+      _unknownKeys(w, params, pvPath, ["pagePath"]);
+      const pagePath = own(params, "pagePath");
+      const pathPath = _child(pvPath, "pagePath");
+      if (pagePath !== undefined) _string(w, pagePath, pathPath);
+      if (!valid()) return;
+      const view: ConditionNode = { type: "eventType", eventTypeId: PAGE_VIEW_EVENT_TYPE };
+      if (pagePath === undefined) return view;
+      return {
+        type: "and",
+        subConditions: [view, {
+          type: "property",
+          session: false,
+          source: { kind: "json", root: "e.properties", path: ["path"] },
+          test: { op: "eq", value: { type: "text", value: pagePath as string } },
+          negated: false,
+        }],
+      };
     }
     case "pastEventCondition": {
       const node = _validatePastEvents(w, params, pvPath, depth);
