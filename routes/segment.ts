@@ -15,6 +15,7 @@ import { HttpError } from "../lib/http/errors.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { type AcceptedEvent, type Rejection, validateBuiltEvents } from "../lib/ingest/edge.ts";
 import { acceptEvents } from "../lib/ingest/accept.ts";
+import { recordRejectedMessages } from "../lib/ingest/rejected_messages.ts";
 import {
   MAX_SEGMENT_MESSAGE_BYTES,
   MAX_SEGMENT_REQUEST_BYTES,
@@ -440,6 +441,19 @@ async function _ingest(deps: AppDeps, c: Context<any>, type: SegmentType | undef
       refused: rejected.length,
       rejected: rejected.slice(0, 20),
     });
+    // Accepted already: a failure to keep the refusals is logged, never the request's answer.
+    await recordRejectedMessages(
+      deps.kv,
+      { brandId: auth.brandId, door: `POST ${c.req.path}`, at: receivedAt, newId: deps.newId },
+      rejected,
+      messages,
+    ).catch((err) =>
+      deps.log?.("error", "segment refusals not kept", {
+        brand: auth.brandId,
+        refused: rejected.length,
+        error: String(err),
+      })
+    );
     return c.json({ success: true as const, rejected }, 200);
   }
   return c.json({ success: true as const }, 200);

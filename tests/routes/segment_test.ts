@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { startForwarder } from "../../lib/ingest/forwarder.ts";
+import { listRejectedMessages, rejectedCount } from "../../lib/ingest/rejected_messages.ts";
 import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 
 const basic = (key: string) => ({ Authorization: `Basic ${btoa(`${key}:`)}` });
@@ -186,6 +187,14 @@ Deno.test("segment: batch with gzip, text/plain and writeKey; a bad message refu
       const answer = await res.json();
       assert.equal(answer.success, true);
       assert.deepEqual(answer.rejected.map((r: { index: number }) => r.index), [1, 2]);
+      // Kept for an operator (health page, `rejected list`), not only in an answer SDKs ignore.
+      assert.equal(await rejectedCount(ctx.kv, brand.brandId), 2);
+      const kept = await listRejectedMessages(ctx.kv, brand.brandId, 10);
+      assert.deepEqual(kept.map((m) => [m.door, m.index, m.errors[0]!.path]), [
+        ["POST /v1/batch", 2, "$.batch[2]"],
+        ["POST /v1/batch", 1, "$.batch[1].userId"],
+      ]);
+      assert.ok(!JSON.stringify(kept).includes(brand.key));
       await eventually(async () => (await countEvents(ctx)) === 2);
       const [row] = await ctx.sql<{ time_stamp: Date }[]>`
         select time_stamp from events where id = 'b-1'`;
