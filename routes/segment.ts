@@ -183,7 +183,10 @@ const _MAPPING = "Mapping: `userId` is the profile (server provenance); only `an
   }); any other name → \`track\` with \`properties.event\` = the name. page → page_viewed, ` +
   "screen → screen_viewed, group → properties.groupId and properties.groupTraits. messageId is " +
   "the event id (a message sent twice is stored once); the time is receivedAt − (sentAt − " +
-  "timestamp|originalTimestamp); context is kept in the event's properties.context. " +
+  "timestamp|originalTimestamp); context is kept in the event's properties.context, and a " +
+  "session takes its properties (referringURL, landing page, UTM fields, userAgentName, " +
+  "operatingSystemName, deviceCategory, ...) from its first event's; without a sessionId, a " +
+  "session is the profile's events with gaps under 30 minutes. " +
   "See docs/integrations.md.";
 
 const _AUTH = "Credential: HTTP Basic with the API key as username and an empty password, " +
@@ -240,7 +243,8 @@ const _batchRoute = (path: string) =>
     summary: `Segment batch (${path})`,
     description: `${_AUTH} A batch's \`sentAt\` and \`context\` apply to each of its messages; ` +
       `at most ${MAX_SEGMENT_BATCH} messages. One invalid or oversized message is refused ` +
-      `alone (listed in \`rejected\` and logged). ${_MAPPING}`,
+      `alone: listed in \`rejected\`, and counted and kept with its reasons for the operator ` +
+      `(the dashboard's health page, \`deno task admin rejected list\`). ${_MAPPING}`,
     security: [...apiKeySecurity, { segmentBasic: [] }],
     request: {
       body: {
