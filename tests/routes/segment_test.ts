@@ -348,8 +348,34 @@ Deno.test("segment: a session carries its first event's context, shown and selec
       assert.equal(await count("event", session("properties.utmCampaign", "fall")), 2);
       // The rule's condition, unchanged: page views whose session has no referringURL.
       assert.equal(await count("event", SESSION_REFERRER_RULE.condition), 1);
+      // Unomi's own page views (type view, the path in target.properties.pageInfo) count too.
+      const unomiView = await ctx.request("/cdp/events?sync=true", brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          events: [{
+            eventType: "view",
+            profileId: "v-1",
+            target: {
+              itemId: "home",
+              itemType: "page",
+              properties: { pageInfo: { pagePath: "/" } },
+            },
+          }],
+        }),
+      });
+      assert.equal(unomiView.status, 200, await unomiView.clone().text());
       const view = { type: "pageViewEventCondition", parameterValues: { pagePath: "/" } };
-      assert.equal(await count("event", view), 1);
+      assert.equal(await count("event", view), 2);
+      assert.equal(await count("event", { type: "pageViewEventCondition" }), 3);
+      const language = await ctx.request("/cdp/query/event/count", brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          condition: { type: "pageViewEventCondition", parameterValues: { language: "en" } },
+        }),
+      });
+      assert.equal(language.status, 400);
     });
   });
 });

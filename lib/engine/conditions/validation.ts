@@ -35,7 +35,6 @@ import {
   MAX_CONDITION_VALUES,
   MAX_NUMBER_OF_DAYS,
   OPERATORS,
-  PAGE_VIEW_EVENT_TYPE,
   type PropertyContext,
   UNOMI_REFUSED_OPERATORS,
   UNOMI_REFUSED_TYPES,
@@ -164,6 +163,15 @@ export function invalidCondition(issues: ConditionIssue[]): DomainError {
     `invalid condition: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
   );
 }
+
+// The page views pageViewEventCondition selects, with where each keeps the page's path.
+const PAGE_VIEW_EVENT_TYPES: { eventTypeId: string; path: PropertySource }[] = [
+  {
+    eventTypeId: "view",
+    path: { kind: "json", root: "e.target", path: ["properties", "pageInfo", "pagePath"] },
+  },
+  { eventTypeId: "page_viewed", path: { kind: "json", root: "e.properties", path: ["path"] } },
+];
 
 // sessionPropertyCondition fits both: an event's session, or any of a profile's sessions.
 const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
@@ -294,25 +302,29 @@ function _validateParams(
       return valid() ? { type: "eventType", eventTypeId: id as string } : undefined;
     }
     case "pageViewEventCondition": {
-      // Unomi's definition: eventTypeCondition "view" (our page_viewed) and, when given, the
-      // page's path; a parameter it is not given drops its part, as Unomi's parameter:: does.
+      // Unomi's definition: its own page views (eventTypeCondition "view") and, when given, their
+      // target.properties.pageInfo.pagePath; here also the catalog's page_viewed (the Segment door,
+      // the pixel), whose path is properties.path. A parameter not given drops its part, as
+      // Unomi's parameter:: does.
       _unknownKeys(w, params, pvPath, ["pagePath"]);
       const pagePath = own(params, "pagePath");
-      const pathPath = _child(pvPath, "pagePath");
-      if (pagePath !== undefined) _string(w, pagePath, pathPath);
+      if (pagePath !== undefined) _string(w, pagePath, _child(pvPath, "pagePath"));
       if (!valid()) return;
-      const view: ConditionNode = { type: "eventType", eventTypeId: PAGE_VIEW_EVENT_TYPE };
-      if (pagePath === undefined) return view;
-      return {
-        type: "and",
-        subConditions: [view, {
-          type: "property",
-          session: false,
-          source: { kind: "json", root: "e.properties", path: ["path"] },
-          test: { op: "eq", value: { type: "text", value: pagePath as string } },
-          negated: false,
-        }],
-      };
+      const views = PAGE_VIEW_EVENT_TYPES.map(({ eventTypeId, path }): ConditionNode => {
+        const type: ConditionNode = { type: "eventType", eventTypeId };
+        if (pagePath === undefined) return type;
+        return {
+          type: "and",
+          subConditions: [type, {
+            type: "property",
+            session: false,
+            source: path,
+            test: { op: "eq", value: { type: "text", value: pagePath as string } },
+            negated: false,
+          }],
+        };
+      });
+      return { type: "or", subConditions: views };
     }
     case "pastEventCondition": {
       const node = _validatePastEvents(w, params, pvPath, depth);

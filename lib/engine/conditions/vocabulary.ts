@@ -73,9 +73,6 @@ export const MAX_CONDITION_ISSUES = 100;
 /** The largest numberOfDays of a pastEventCondition. */
 export const MAX_NUMBER_OF_DAYS = 36_500;
 
-/** The event type pageViewEventCondition selects (Unomi's `view`). */
-export const PAGE_VIEW_EVENT_TYPE = "page_viewed";
-
 /** The public condition types. */
 export const CONDITION_TYPES = [
   "booleanCondition",
