@@ -59,6 +59,15 @@ const SessionSchema = z.object({
   firstEventAt: z.string(),
   lastEventAt: z.string(),
   eventCount: z.number().int(),
+  properties: z.record(z.string(), z.unknown()).openapi({
+    description: "From the context (`properties.context`) of the session's earliest event that " +
+      "has one, under Apache Unomi's session property names where it has one: landingPageURL, " +
+      "landingPagePath, referringURL, utmSource, utmMedium, utmCampaign, utmTerm, utmContent, " +
+      "userAgentName, userAgentVersion, userAgentNameAndVersion, operatingSystemName, " +
+      "deviceCategory (desktop, mobile, tablet), locale; empty without a context. Selectable " +
+      "with sessionPropertyCondition on properties.<name>. Without a caller's sessionId, a " +
+      "session is the profile's events with gaps under 30 minutes (docs/integrations.md).",
+  }),
 }).openapi("Session");
 
 const IdParam = idParam(
@@ -214,11 +223,23 @@ const sessions = createRoute({
       "A page of sessions",
       {
         list: [{
-          itemId: "01KAB3M4Q9R8S7T6V5W4X3Y2Z0",
+          itemId: "store_acme_207119551:2026-11-21T12:00:00.000Z",
           profileId: "store_acme_207119551",
           firstEventAt: "2026-11-21T12:00:00.000Z",
           lastEventAt: "2026-11-21T12:04:10.000Z",
           eventCount: 3,
+          properties: {
+            landingPageURL: "https://acme.example/?utm_source=news&utm_campaign=fall",
+            landingPagePath: "/",
+            referringURL: "https://www.google.com/",
+            utmSource: "news",
+            utmCampaign: "fall",
+            userAgentName: "Chrome",
+            userAgentVersion: "131.0.0.0",
+            userAgentNameAndVersion: "Chrome@@131.0.0.0",
+            operatingSystemName: "macOS",
+            deviceCategory: "desktop",
+          },
         }],
         totalSize: 1,
         offset: 0,

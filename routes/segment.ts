@@ -15,6 +15,7 @@ import { HttpError } from "../lib/http/errors.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { type AcceptedEvent, type Rejection, validateBuiltEvents } from "../lib/ingest/edge.ts";
 import { acceptEvents } from "../lib/ingest/accept.ts";
+import { recordRejectedMessages } from "../lib/ingest/rejected_messages.ts";
 import {
   MAX_SEGMENT_MESSAGE_BYTES,
   MAX_SEGMENT_REQUEST_BYTES,
@@ -182,7 +183,10 @@ const _MAPPING = "Mapping: `userId` is the profile (server provenance); only `an
   }); any other name → \`track\` with \`properties.event\` = the name. page → page_viewed, ` +
   "screen → screen_viewed, group → properties.groupId and properties.groupTraits. messageId is " +
   "the event id (a message sent twice is stored once); the time is receivedAt − (sentAt − " +
-  "timestamp|originalTimestamp); context is kept in the event's properties.context. " +
+  "timestamp|originalTimestamp); context is kept in the event's properties.context, and a " +
+  "session takes its properties (referringURL, landing page, UTM fields, userAgentName, " +
+  "operatingSystemName, deviceCategory, ...) from its first event's; without a sessionId, a " +
+  "session is the profile's events with gaps under 30 minutes. " +
   "See docs/integrations.md.";
 
 const _AUTH = "Credential: HTTP Basic with the API key as username and an empty password, " +
@@ -239,7 +243,8 @@ const _batchRoute = (path: string) =>
     summary: `Segment batch (${path})`,
     description: `${_AUTH} A batch's \`sentAt\` and \`context\` apply to each of its messages; ` +
       `at most ${MAX_SEGMENT_BATCH} messages. One invalid or oversized message is refused ` +
-      `alone (listed in \`rejected\` and logged). ${_MAPPING}`,
+      `alone: listed in \`rejected\`, and counted and kept with its reasons for the operator ` +
+      `(the dashboard's health page, \`deno task admin rejected list\`). ${_MAPPING}`,
     security: [...apiKeySecurity, { segmentBasic: [] }],
     request: {
       body: {
@@ -440,6 +445,19 @@ async function _ingest(deps: AppDeps, c: Context<any>, type: SegmentType | undef
       refused: rejected.length,
       rejected: rejected.slice(0, 20),
     });
+    // Accepted already: a failure to keep the refusals is logged, never the request's answer.
+    await recordRejectedMessages(
+      deps.kv,
+      { brandId: auth.brandId, door: `POST ${c.req.path}`, at: receivedAt, newId: deps.newId },
+      rejected,
+      messages,
+    ).catch((err) =>
+      deps.log?.("error", "segment refusals not kept", {
+        brand: auth.brandId,
+        refused: rejected.length,
+        error: String(err),
+      })
+    );
     return c.json({ success: true as const, rejected }, 200);
   }
   return c.json({ success: true as const }, 200);

@@ -1,6 +1,7 @@
 /**
  * What the dashboard's health page shows for a brand: the ingest backlog, the brand's dead
- * letters, the last webhook its shop sent, and its last Shopify history backfill.
+ * letters, the messages refused inside its accepted requests, the last webhook its shop sent,
+ * and its last Shopify history backfill.
  *
  * @module
  */
@@ -10,6 +11,11 @@ import {
   listDeadLetters,
   readBacklog,
 } from "../ingest/queue.ts";
+import {
+  listRejectedMessages,
+  rejectedCount,
+  type RejectedMessage,
+} from "../ingest/rejected_messages.ts";
 import { readShopSyncState } from "../shopify/shop_sync.ts";
 import { lastWebhookReceipt, type WebhookReceipt } from "../shopify/webhook_receipts.ts";
 
@@ -28,20 +34,27 @@ export interface BrandHealth {
   deadLetterCount: number;
   /** The newest few, newest first. */
   deadLetters: DeadLetter[];
+  /** Messages refused inside accepted requests, ever. */
+  rejectedCount: number;
+  /** The newest few kept, newest first. */
+  rejected: RejectedMessage[];
   lastWebhook: WebhookReceipt | null;
   lastBackfill: BackfillStatus | null;
 }
 
 const _SHOWN_DEAD_LETTERS = 5;
+const _SHOWN_REJECTED = 5;
 
 /** Reads a brand's health from the stores (the backlog is the service's, shared by brands). */
 export async function brandHealth(
   deps: { kv: Deno.Kv; queue?: Pick<IngestQueue, "kv" | "backlog"> },
   brand: { brandId: string; shop: string },
 ): Promise<BrandHealth> {
-  const [backlog, letters, lastWebhook, lastBackfill] = await Promise.all([
+  const [backlog, letters, refused, rejected, lastWebhook, lastBackfill] = await Promise.all([
     deps.queue?.backlog() ?? readBacklog(deps.kv),
     listDeadLetters(deps.queue?.kv ?? deps.kv, brand.brandId),
+    rejectedCount(deps.kv, brand.brandId),
+    listRejectedMessages(deps.kv, brand.brandId, _SHOWN_REJECTED),
     lastWebhookReceipt(deps.kv, brand.shop),
     _lastBackfill(deps.kv, brand.brandId),
   ]);
@@ -49,6 +62,8 @@ export async function brandHealth(
     backlog,
     deadLetterCount: letters.length,
     deadLetters: letters.slice(-_SHOWN_DEAD_LETTERS).reverse(),
+    rejectedCount: refused,
+    rejected,
     lastWebhook,
     lastBackfill,
   };

@@ -18,6 +18,8 @@ import {
 import { EVENT_REGISTRY_VERSION } from "./event_types.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
 import { scopeWritesClosed, SHOP_ERASED_MESSAGE } from "../tenancy/brands.ts";
+import { type SessionProperties, sessionPropertiesOf } from "./session_context.ts";
+import { assignSessionIds } from "./session_windows.ts";
 
 interface _EventRow {
   id: string;
@@ -28,7 +30,12 @@ interface _EventRow {
   position: number;
   received_at: string;
   profile_id: string;
+  /** The caller's session id, or the one the 30-minute rule gives it (session_windows.ts). */
   session_id: string;
+  /** Whether the caller named the session. */
+  own_session: boolean;
+  /** The session properties of the event's context, if it has one (session_context.ts). */
+  session_context: SessionProperties | null;
   event_type: string;
   time_stamp: string;
   properties: Record<string, unknown>;
@@ -64,12 +71,6 @@ export const PIXEL_TIME_WINDOW = { pastMs: 72 * 3_600_000, futureMs: 5 * 60_000 
 export const PIXEL_NOT_ANONYMOUS =
   "the pixel proxy writes only anonymous profiles; this profile id belongs to an identified " +
   "(server or merged) profile";
-
-/** The session id of an event sent without one: one per profile per UTC day. */
-export function defaultSessionId(profileId: string, timeStamp: string): string {
-  // ':' is refused in caller-supplied ids, so a generated id can never collide with one.
-  return `${profileId}:${timeStamp.slice(0, 10)}`;
-}
 
 /**
  * Applies a batch in one transaction, set-based (a handful of statements whatever the batch
@@ -134,7 +135,9 @@ export async function applyEventBatches(
         position,
         received_at: batch.receivedAt,
         profile_id: event.profileId,
-        session_id: event.sessionId ?? defaultSessionId(event.profileId, timeStamp),
+        session_id: event.sessionId ?? "",
+        own_session: event.sessionId !== undefined,
+        session_context: sessionPropertiesOf(event.properties),
         event_type: event.eventType,
         time_stamp: timeStamp,
         properties: event.properties ?? {},
@@ -307,6 +310,8 @@ async function _applyRows(
   forbidden: Map<string, string>,
 ): Promise<Map<string, boolean>> {
   const { scope, source } = group;
+  // First: its profile locks come before any row lock of the batch.
+  await assignSessionIds(tx, scope, rows);
   if (source === "pixel") {
     // An earlier attempt (a rolled-back part) decided nothing: decide again under this one's locks.
     for (const row of rows) forbidden.delete(row.id);
@@ -516,7 +521,7 @@ async function _applyVisitsOnly(
       select * from jsonb_to_recordset(${jsonParam(tx, rows)}::jsonb) as x(
         id text, index integer, profile_id text, session_id text, event_type text,
         time_stamp timestamptz, properties jsonb, flattened_properties jsonb, target jsonb,
-        received_at timestamptz)
+        received_at timestamptz, session_context jsonb)
     ), ins as (
       insert into events (scope, id, profile_id, session_id, event_type, time_stamp, properties,
                           flattened_properties, target, source, received_at)
@@ -526,7 +531,7 @@ async function _applyVisitsOnly(
       on conflict (scope, id) do nothing
       returning id
     ), fresh as (
-      select x.id, x.index, x.profile_id, x.session_id, x.time_stamp,
+      select x.id, x.index, x.profile_id, x.session_id, x.time_stamp, x.session_context,
              coalesce(a.profile_id, x.profile_id) as master
       from ins join x on x.id = ins.id
       -- The batch's own ids keep the alias lookup on the primary key: joined on the scope alone,
@@ -540,6 +545,9 @@ async function _applyVisitsOnly(
       -- every session of the brand, as a generic plan on young statistics did).
       select session_id as item_id, (array_agg(master order by time_stamp, index))[1] as profile_id,
              min(time_stamp) as first, max(time_stamp) as last, count(*)::int as n,
+             (array_agg(session_context order by time_stamp, index)
+               filter (where session_context is not null))[1] as properties,
+             min(time_stamp) filter (where session_context is not null) as context_at,
              (select o.item_id from sessions o
               where o.scope = ${scope} and o.item_id = fresh.session_id) is null as new
       from fresh group by session_id
@@ -561,16 +569,15 @@ async function _applyVisitsOnly(
       returning item_id, (xmax = 0) as created, provenance
     ), sess as (
       insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at,
-                            event_count)
-      select ${scope}, s.item_id, s.profile_id, s.first, s.last, s.n
+                            event_count, properties, context_at)
+      select ${scope}, s.item_id, s.profile_id, s.first, s.last, s.n,
+             coalesce(s.properties, '{}'::jsonb), s.context_at
       from batch_sessions s
       -- Every profile is locked before the first session: the general path's order.
       where (select count(*) from prof) > 0
       order by s.item_id
       on conflict (scope, item_id) do update
-      set first_event_at = least(sessions.first_event_at, excluded.first_event_at),
-          last_event_at = greatest(sessions.last_event_at, excluded.last_event_at),
-          event_count = sessions.event_count + excluded.event_count
+      set ${_sessionMerge(tx)}
       returning item_id, (xmax = 0) as inserted
     )
     select (select array_agg(id) from fresh) as fresh,
@@ -619,29 +626,56 @@ async function _applyVisitsOnly(
   return outcome;
 }
 
-/** The batch's sessions: one row per session id, with its span and event count. */
-function _sessionRows(
-  fresh: _EventRow[],
-  master: Map<string, string>,
-): { item_id: string; profile_id: string; first: string; last: string; count: number }[] {
-  const sessions = new Map<
-    string,
-    { item_id: string; profile_id: string; first: string; last: string; count: number }
-  >();
+interface _SessionRow {
+  item_id: string;
+  profile_id: string;
+  first: string;
+  last: string;
+  count: number;
+  properties: SessionProperties | null;
+  context_at: string | null;
+}
+
+/**
+ * A stored session's upsert by a batch's: the span widens, the count adds up, and the properties
+ * are those of the earliest event with a context, whichever batch brought it (on a tie of times,
+ * the stored ones stay).
+ */
+function _sessionMerge(tx: Tx) {
+  return tx`first_event_at = least(sessions.first_event_at, excluded.first_event_at),
+    last_event_at = greatest(sessions.last_event_at, excluded.last_event_at),
+    event_count = sessions.event_count + excluded.event_count,
+    properties = case when excluded.context_at < coalesce(sessions.context_at, 'infinity')
+                      then excluded.properties else sessions.properties end,
+    context_at = least(sessions.context_at, excluded.context_at)`;
+}
+
+/**
+ * The batch's sessions: one row per session id, with its span, event count and the properties
+ * of its earliest event with a context (`fresh` is in time order).
+ */
+function _sessionRows(fresh: _EventRow[], master: Map<string, string>): _SessionRow[] {
+  const sessions = new Map<string, _SessionRow>();
   for (const row of fresh) {
-    const session = sessions.get(row.session_id);
+    let session = sessions.get(row.session_id);
     if (!session) {
-      sessions.set(row.session_id, {
+      session = {
         item_id: row.session_id,
         profile_id: master.get(row.profile_id)!,
         first: row.time_stamp,
         last: row.time_stamp,
-        count: 1,
-      });
-    } else {
-      if (row.time_stamp < session.first) session.first = row.time_stamp;
-      if (row.time_stamp > session.last) session.last = row.time_stamp;
-      session.count++;
+        count: 0,
+        properties: null,
+        context_at: null,
+      };
+      sessions.set(row.session_id, session);
+    }
+    if (row.time_stamp < session.first) session.first = row.time_stamp;
+    if (row.time_stamp > session.last) session.last = row.time_stamp;
+    session.count++;
+    if (row.session_context && session.context_at === null) {
+      session.properties = row.session_context;
+      session.context_at = row.time_stamp;
     }
   }
   return [...sessions.values()];
@@ -670,14 +704,15 @@ async function _upsertSessions(
 ): Promise<Map<string, number>> {
   const sessions = _sessionRows(fresh, master);
   const upserted = await tx<{ profile_id: string; inserted: boolean }[]>`
-    insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at, event_count)
-    select ${scope}, x.item_id, x.profile_id, x.first, x.last, x.count
+    insert into sessions (scope, item_id, profile_id, first_event_at, last_event_at, event_count,
+                          properties, context_at)
+    select ${scope}, x.item_id, x.profile_id, x.first, x.last, x.count,
+           coalesce(x.properties, '{}'::jsonb), x.context_at
     from jsonb_to_recordset(${jsonParam(tx, sessions)}::jsonb) as x(
-      item_id text, profile_id text, first timestamptz, last timestamptz, count integer)
+      item_id text, profile_id text, first timestamptz, last timestamptz, count integer,
+      properties jsonb, context_at timestamptz)
     on conflict (scope, item_id) do update
-    set first_event_at = least(sessions.first_event_at, excluded.first_event_at),
-        last_event_at = greatest(sessions.last_event_at, excluded.last_event_at),
-        event_count = sessions.event_count + excluded.event_count
+    set ${_sessionMerge(tx)}
     returning profile_id, (xmax = 0) as inserted`;
   const visits = new Map<string, number>();
   for (const row of upserted) {

@@ -252,6 +252,8 @@ export interface SessionView {
   firstEventAt: string;
   lastEventAt: string;
   eventCount: number;
+  /** Derived from the context of its first event (lib/engine/session_context.ts). */
+  properties: Record<string, unknown>;
 }
 
 /** A profile's sessions, most recent first. */
@@ -267,8 +269,9 @@ export async function listProfileSessions(
     first_event_at: Date;
     last_event_at: Date;
     event_count: number;
+    properties: Record<string, unknown>;
   }[]>`
-    select item_id, profile_id, first_event_at, last_event_at, event_count
+    select item_id, profile_id, first_event_at, last_event_at, event_count, properties
     from sessions
     where scope = ${scope} and profile_id = ${profileId}
     order by first_event_at desc, item_id
@@ -284,6 +287,7 @@ export async function listProfileSessions(
       firstEventAt: r.first_event_at.toISOString(),
       lastEventAt: r.last_event_at.toISOString(),
       eventCount: r.event_count,
+      properties: r.properties,
     })),
     total,
   };

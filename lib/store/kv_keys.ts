@@ -167,3 +167,18 @@ export function predictionsKey(brandId: string): Deno.KvKey {
 export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
   return ["predictions_fit_queued", brandId];
 }
+
+/** A message refused inside an accepted ingest request (lib/ingest/rejected_messages.ts). */
+export function rejectedMessageKey(brandId: string, id: string): Deno.KvKey {
+  return ["rejected_messages", brandId, id];
+}
+
+/** Prefix of a brand's kept refused messages. */
+export function rejectedMessagePrefix(brandId: string): Deno.KvKey {
+  return ["rejected_messages", brandId];
+}
+
+/** How many messages of a brand were refused inside accepted requests (a KV sum). */
+export function rejectedCountKey(brandId: string): Deno.KvKey {
+  return ["rejected_count", brandId];
+}

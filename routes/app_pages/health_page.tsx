@@ -1,6 +1,7 @@
 /**
- * The health page: the ingest backlog, the brand's dead letters, the last webhook its shop sent
- * and the last backfill (when the deployment has a backfill source).
+ * The health page: the ingest backlog, the brand's dead letters, the messages refused inside its
+ * accepted requests, the last webhook its shop sent and the last backfill (when the deployment
+ * has a backfill source).
  *
  * @module
  */
@@ -28,6 +29,10 @@ export async function healthPage(deps: AppDeps, page: PageContext) {
         <div class="stat" data-stat="dead-letters">
           <div class="subdued">Dead letters</div>
           <div class="value">{health.deadLetterCount}</div>
+        </div>
+        <div class="stat" data-stat="rejected">
+          <div class="subdued">Refused messages</div>
+          <div class="value">{health.rejectedCount}</div>
         </div>
         <div class="stat" data-stat="last-webhook">
           <div class="subdued">Last webhook</div>
@@ -72,6 +77,28 @@ export async function healthPage(deps: AppDeps, page: PageContext) {
               letter.failedAt ?? "",
               letter.message.batch.events.length,
               letter.reason,
+            ])}
+          />
+        </Card>
+        <Card title="Latest refused messages" id="rejected">
+          <p class="formula">
+            Messages refused one by one inside requests that were accepted (the Segment door answers
+            200); list them with `deno task admin rejected list`.
+          </p>
+          <DataTable
+            id="rejected"
+            caption={`${health.rejectedCount} refused messages`}
+            columns={[
+              { label: "At" },
+              { label: "Door" },
+              { label: "Index", numeric: true },
+              { label: "Reason" },
+            ]}
+            rows={health.rejected.map((message) => [
+              message.at,
+              message.door,
+              message.index,
+              message.errors.map((e) => `${e.path}: ${e.message}`).join("; "),
             ])}
           />
         </Card>

@@ -980,3 +980,36 @@ Deno.test("fidelity: updateProperties values holding __proto__ or constructor ke
     assert.deepStrictEqual(stored.properties, JSON.parse(properties));
   });
 });
+
+Deno.test("ingest: an event's properties.context gives its session the context's properties (GET sessions)", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const context = {
+      page: { url: "https://acme.example/?utm_medium=cpc", referrer: "https://duckduckgo.com/" },
+      userAgent: "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0",
+      locale: "de-DE",
+    };
+    const res = await post(ctx, brand.key, {
+      events: [
+        view("ctx_1", { properties: { url: context.page.url, context } }),
+        view("ctx_1", { properties: { url: "https://acme.example/next" } }),
+      ],
+    }, "?sync=true");
+    assert.equal(res.status, 200);
+    const sessions = await (await ctx.request("/cdp/profiles/ctx_1/sessions", brand.key)).json();
+    assert.equal(sessions.list.length, 1);
+    assert.equal(sessions.list[0].eventCount, 2);
+    assert.deepEqual(sessions.list[0].properties, {
+      landingPageURL: context.page.url,
+      landingPagePath: "/",
+      referringURL: "https://duckduckgo.com/",
+      utmMedium: "cpc",
+      userAgentName: "Firefox",
+      userAgentVersion: "133.0",
+      userAgentNameAndVersion: "Firefox@@133.0",
+      operatingSystemName: "Windows",
+      deviceCategory: "desktop",
+      locale: "de-DE",
+    });
+  });
+});

@@ -530,3 +530,27 @@ Deno.test("pixel proxy: client times are clamped to [received - 72 h, received +
     await forwarder;
   });
 });
+
+Deno.test("pixel proxy: an event's properties.context gives its session the context's properties", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const queue = recordQueue(ctx.kv);
+    const context = {
+      page: { url: `https://${brand.scope}/products/hat`, referrer: "https://t.co/x" },
+      userAgent: "Mozilla/5.0 (iPad; CPU OS 17_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, " +
+        "like Gecko) Version/17.6 Mobile/15E148 Safari/604.1",
+    };
+    const res = await pixel(ctx, brand.scope!, {
+      events: [viewed("anon_ctx", { properties: { url: context.page.url, context } })],
+    });
+    assert.equal(res.status, 202);
+    await eventually(() => queue.seen.length === 1);
+    await ctx.deps.engine.applyEvents(queue.seen[0]!.batch);
+    const [session] = await ctx.sql`select properties from sessions where profile_id = 'anon_ctx'`;
+    assert.equal(session!.properties.referringURL, "https://t.co/x");
+    assert.equal(session!.properties.landingPagePath, "/products/hat");
+    assert.equal(session!.properties.deviceCategory, "tablet");
+    ctx.kv.close();
+    await queue.listening;
+  });
+});

@@ -28,7 +28,8 @@ async function bundleAnalytics(): Promise<string> {
 }
 
 Deno.test({
-  name: "browser: analytics.js with cdnURL = the service delivers identify, track and page",
+  name: "browser: analytics.js with cdnURL = the service delivers identify, track and page; " +
+    "the session carries the page's referrer, campaign and user agent",
   ignore: !installed,
   async fn() {
     const script = await bundleAnalytics();
@@ -56,7 +57,10 @@ Deno.test({
       try {
         const origin = `http://127.0.0.1:${server.addr.port}`;
         const tab = await browser.newPage();
-        await tab.goto(`${origin}/`);
+        // A visit from a search result, on a campaign link.
+        await tab.goto(`${origin}/?utm_source=news&utm_campaign=fall`, {
+          referer: "https://www.google.com/",
+        });
         await tab.evaluate(async ({ writeKey, cdnURL }) => {
           // deno-lint-ignore no-explicit-any
           const analytics = (globalThis as any).AnalyticsBrowser.load({ writeKey, cdnURL });
@@ -75,6 +79,19 @@ Deno.test({
         for (const type of ["updateProperties", "product_viewed", "page_viewed"]) {
           assert.ok(events.includes(type), `${type}: ${events}`);
         }
+        // One session, carrying the context analytics.js sent with its first event.
+        const sessions = await (await ctx.request("/cdp/profiles/ajs-user/sessions", brand.key))
+          .json();
+        assert.equal(sessions.list.length, 1, JSON.stringify(sessions));
+        const session = sessions.list[0].properties;
+        assert.equal(session.referringURL, "https://www.google.com/", JSON.stringify(session));
+        assert.equal(session.landingPageURL, `${origin}/?utm_source=news&utm_campaign=fall`);
+        assert.equal(session.landingPagePath, "/");
+        assert.equal(session.utmSource, "news");
+        assert.equal(session.utmCampaign, "fall");
+        assert.match(session.userAgentName, /Chrome/);
+        assert.equal(session.operatingSystemName, "Linux");
+        assert.equal(session.deviceCategory, "desktop");
       } finally {
         await browser.close();
         await server.shutdown();

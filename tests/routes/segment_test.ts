@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { startForwarder } from "../../lib/ingest/forwarder.ts";
+import { listRejectedMessages, rejectedCount } from "../../lib/ingest/rejected_messages.ts";
 import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 
 const basic = (key: string) => ({ Authorization: `Basic ${btoa(`${key}:`)}` });
@@ -186,6 +187,14 @@ Deno.test("segment: batch with gzip, text/plain and writeKey; a bad message refu
       const answer = await res.json();
       assert.equal(answer.success, true);
       assert.deepEqual(answer.rejected.map((r: { index: number }) => r.index), [1, 2]);
+      // Kept for an operator (health page, `rejected list`), not only in an answer SDKs ignore.
+      assert.equal(await rejectedCount(ctx.kv, brand.brandId), 2);
+      const kept = await listRejectedMessages(ctx.kv, brand.brandId, 10);
+      assert.deepEqual(kept.map((m) => [m.door, m.index, m.errors[0]!.path]), [
+        ["POST /v1/batch", 2, "$.batch[2]"],
+        ["POST /v1/batch", 1, "$.batch[1].userId"],
+      ]);
+      assert.ok(!JSON.stringify(kept).includes(brand.key));
       await eventually(async () => (await countEvents(ctx)) === 2);
       const [row] = await ctx.sql<{ time_stamp: Date }[]>`
         select time_stamp from events where id = 'b-1'`;
@@ -264,5 +273,109 @@ Deno.test("segment: the settings document points analytics.js back at this servi
         addBundledMetadata: undefined,
       },
     );
+  });
+});
+
+// Apache Unomi's built-in rule, as shipped in apache/unomi's
+// services/src/main/resources/META-INF/cxs/rules/sessionReferrer.json (tests/fixtures/unomi).
+const SESSION_REFERRER_RULE = JSON.parse(
+  await Deno.readTextFile(new URL("../fixtures/unomi/sessionReferrer.json", import.meta.url)),
+);
+
+Deno.test("segment: a session carries its first event's context, shown and selectable; Unomi's sessionReferrer condition runs unchanged", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    await withForwarder(ctx, async () => {
+      const h = basic(brand.key);
+      const at = (minutes: number) =>
+        new Date(ctx.clock.now().getTime() + minutes * 60_000).toISOString();
+      const context = {
+        page: {
+          url: "https://acme.example/sale?utm_source=news&utm_campaign=fall",
+          path: "/sale",
+          referrer: "https://www.google.com/",
+        },
+        userAgent: "Mozilla/5.0 (iPhone; CPU iPhone OS 17_6 like Mac OS X) AppleWebKit/605.1.15 " +
+          "(KHTML, like Gecko) Version/17.6 Mobile/15E148 Safari/604.1",
+        ip: "203.0.113.9",
+      };
+      const res = await post(ctx, "/v1/batch", {
+        batch: [
+          // Sent out of order: the landing page is the earliest, not the first sent.
+          { type: "track", anonymousId: "a-1", event: "Clicked", timestamp: at(5) },
+          { type: "page", anonymousId: "a-1", context, timestamp: at(0) },
+          // Another visitor, no referrer: the rule's condition matches its page view.
+          { type: "page", userId: "u-2", timestamp: at(0), properties: { path: "/" } },
+        ],
+      }, h);
+      assert.equal(res.status, 200);
+      await eventually(async () => (await countEvents(ctx)) === 3);
+
+      const sessions = await (await ctx.request("/cdp/profiles/a-1/sessions", brand.key)).json();
+      assert.equal(sessions.list.length, 1);
+      assert.equal(sessions.list[0].eventCount, 2);
+      assert.deepEqual(sessions.list[0].properties, {
+        landingPageURL: context.page.url,
+        landingPagePath: "/sale",
+        referringURL: "https://www.google.com/",
+        utmSource: "news",
+        utmCampaign: "fall",
+        userAgentName: "Safari",
+        userAgentVersion: "17.6",
+        userAgentNameAndVersion: "Safari@@17.6",
+        operatingSystemName: "iOS",
+        deviceCategory: "mobile",
+      });
+
+      const count = async (itemType: string, condition: unknown) => {
+        const answer = await ctx.request(`/cdp/query/${itemType}/count`, brand.key, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ condition }),
+        });
+        assert.equal(answer.status, 200, JSON.stringify(await answer.clone().json()));
+        return (await answer.json()).count;
+      };
+      const session = (propertyName: string, propertyValue: string) => ({
+        type: "sessionPropertyCondition",
+        parameterValues: { propertyName, comparisonOperator: "equals", propertyValue },
+      });
+      assert.equal(
+        await count("profile", session("properties.referringURL", context.page.referrer)),
+        1,
+      );
+      assert.equal(await count("profile", session("properties.deviceCategory", "mobile")), 1);
+      assert.equal(await count("event", session("properties.utmCampaign", "fall")), 2);
+      // The rule's condition, unchanged: page views whose session has no referringURL.
+      assert.equal(await count("event", SESSION_REFERRER_RULE.condition), 1);
+      // Unomi's own page views (type view, the path in target.properties.pageInfo) count too.
+      const unomiView = await ctx.request("/cdp/events?sync=true", brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          events: [{
+            eventType: "view",
+            profileId: "v-1",
+            target: {
+              itemId: "home",
+              itemType: "page",
+              properties: { pageInfo: { pagePath: "/" } },
+            },
+          }],
+        }),
+      });
+      assert.equal(unomiView.status, 200, await unomiView.clone().text());
+      const view = { type: "pageViewEventCondition", parameterValues: { pagePath: "/" } };
+      assert.equal(await count("event", view), 2);
+      assert.equal(await count("event", { type: "pageViewEventCondition" }), 3);
+      const language = await ctx.request("/cdp/query/event/count", brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({
+          condition: { type: "pageViewEventCondition", parameterValues: { language: "en" } },
+        }),
+      });
+      assert.equal(language.status, 400);
+    });
   });
 });

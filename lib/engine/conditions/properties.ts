@@ -33,7 +33,12 @@ export type Column =
   | "s.event_count"
   | "s.duration";
 
-type _JsonRoot = "p.properties" | "e.properties" | "e.flattened_properties" | "e.target";
+type _JsonRoot =
+  | "p.properties"
+  | "e.properties"
+  | "e.flattened_properties"
+  | "e.target"
+  | "s.properties";
 
 /** Where a property lives: a fixed column or a path under a fixed jsonb column. */
 export type PropertySource =
@@ -123,7 +128,7 @@ export const SCOPE_PROPERTY_NAMES = new Set([
  * expected_next_order_at>`; event `properties.*`, `flattenedProperties.*`, `target.properties.*`,
  * `timeStamp`, `eventType`, `profileId`, `sessionId`, `itemId`, `target.itemId`,
  * `target.itemType`; a session (sessionPropertyCondition) `itemId`, `profileId`, `timeStamp`,
- * `lastEventDate`, `size`, `duration`. Any segment named `scope` or `shopDomain` is refused
+ * `lastEventDate`, `size`, `duration` and `properties.*` (referringURL, userAgentName, ...). Any segment named `scope` or `shopDomain` is refused
  * unless `allowScope`.
  */
 export function resolveProperty(
@@ -197,14 +202,21 @@ function _resolveSession(
 ): { ok: true; source: PropertySource } | { ok: false; message: string } {
   const fixed = _SESSION_FIELDS.get(name);
   if (fixed) return { ok: true, source: fixed };
+  const names = segments.slice(1);
+  if (
+    segments[0] === "properties" && names.length >= 1 && names.length <= 5 &&
+    names.every((s) => _SEGMENT.test(s))
+  ) {
+    return { ok: true, source: { kind: "json", root: "s.properties", path: names } };
+  }
   const why = segments[0] === "properties"
-    ? "sessions hold no properties here (the engine records no session-level data)"
+    ? "properties.<name> takes up to 5 dot-separated segments of letters, digits and _"
     : segments[0] === "profile"
     ? "a session's profile is not addressable from it (use profilePropertyCondition)"
     : "unknown session field";
   return {
     ok: false,
-    message: `${quote(name)}: ${why} (session fields: ${_SESSION_NAMES})`,
+    message: `${quote(name)}: ${why} (session fields: ${_SESSION_NAMES}, properties.<name>)`,
   };
 }
 
@@ -267,6 +279,8 @@ export function jsonRootSql(sql: Sql, root: _JsonRoot): SqlFragment {
       return sql`e.flattened_properties`;
     case "e.target":
       return sql`e.target`;
+    case "s.properties":
+      return sql`s.properties`;
   }
 }
 

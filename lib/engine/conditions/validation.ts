@@ -164,12 +164,22 @@ export function invalidCondition(issues: ConditionIssue[]): DomainError {
   );
 }
 
+// The page views pageViewEventCondition selects, with where each keeps the page's path.
+const PAGE_VIEW_EVENT_TYPES: { eventTypeId: string; path: PropertySource }[] = [
+  {
+    eventTypeId: "view",
+    path: { kind: "json", root: "e.target", path: ["properties", "pageInfo", "pagePath"] },
+  },
+  { eventTypeId: "page_viewed", path: { kind: "json", root: "e.properties", path: ["path"] } },
+];
+
 // sessionPropertyCondition fits both: an event's session, or any of a profile's sessions.
 const _TYPE_CONTEXT: Record<string, ItemType | undefined> = {
   profilePropertyCondition: "profile",
   pastEventCondition: "profile",
   eventPropertyCondition: "event",
   eventTypeCondition: "event",
+  pageViewEventCondition: "event",
 };
 
 function _validateNode(
@@ -290,6 +300,31 @@ function _validateParams(
         _issue(w, idPath, "must be 1 to 64 characters");
       }
       return valid() ? { type: "eventType", eventTypeId: id as string } : undefined;
+    }
+    case "pageViewEventCondition": {
+      // Unomi's definition: its own page views (eventTypeCondition "view") and, when given, their
+      // target.properties.pageInfo.pagePath; here also the catalog's page_viewed (the Segment door,
+      // the pixel), whose path is properties.path. A parameter not given drops its part, as
+      // Unomi's parameter:: does.
+      _unknownKeys(w, params, pvPath, ["pagePath"]);
+      const pagePath = own(params, "pagePath");
+      if (pagePath !== undefined) _string(w, pagePath, _child(pvPath, "pagePath"));
+      if (!valid()) return;
+      const views = PAGE_VIEW_EVENT_TYPES.map(({ eventTypeId, path }): ConditionNode => {
+        const type: ConditionNode = { type: "eventType", eventTypeId };
+        if (pagePath === undefined) return type;
+        return {
+          type: "and",
+          subConditions: [type, {
+            type: "property",
+            session: false,
+            source: path,
+            test: { op: "eq", value: { type: "text", value: pagePath as string } },
+            negated: false,
+          }],
+        };
+      });
+      return { type: "or", subConditions: views };
     }
     case "pastEventCondition": {
       const node = _validatePastEvents(w, params, pvPath, depth);

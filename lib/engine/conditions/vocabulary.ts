@@ -81,6 +81,7 @@ export const CONDITION_TYPES = [
   "profilePropertyCondition",
   "eventPropertyCondition",
   "eventTypeCondition",
+  "pageViewEventCondition",
   "pastEventCondition",
   "sessionPropertyCondition",
 ] as const;

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { loadConfig } from "../../../lib/config.ts";
 import { type EventsMessage, writeDeadLetter } from "../../../lib/ingest/queue.ts";
+import { recordRejectedMessages } from "../../../lib/ingest/rejected_messages.ts";
 import { usageDailyKey } from "../../../lib/store/kv_keys.ts";
 import { openStores } from "../../../lib/store/stores.ts";
 import { MIGRATIONS } from "../../../lib/store/migrations.ts";
@@ -191,6 +192,44 @@ Deno.test("cli: deadletter list shows what the forwarder gave up on; replay appl
     } finally {
       await stores.close();
     }
+  });
+});
+
+Deno.test("cli: rejected list shows the messages refused inside a brand's accepted requests", async () => {
+  await withStores(async (env) => {
+    const config = loadConfig(env);
+    const newId = monotonicFactory();
+    const brandId = newId();
+    const kv = await Deno.openKv(config.kvPath);
+    await recordRejectedMessages(
+      kv,
+      { brandId, door: "POST /v1/t", at: new Date("2026-11-21T12:00:00Z"), newId: () => newId() },
+      [{ index: 0, errors: [{ path: "$.userId", message: "must not contain ':'" }] }],
+      [{ userId: "a:b", event: "X" }],
+    );
+    kv.close();
+    const listed = json(await runCli(["rejected", "list", "--brand", brandId], env));
+    assert.equal(listed.brand, brandId);
+    assert.equal(listed.count, 1);
+    const [message] = listed.rejected as Record<string, unknown>[];
+    assert.deepEqual({ ...message, id: undefined }, {
+      id: undefined,
+      door: "POST /v1/t",
+      at: "2026-11-21T12:00:00.000Z",
+      index: 0,
+      errors: [{ path: "$.userId", message: "must not contain ':'" }],
+      excerpt: '{"userId":"a:b","event":"X"}',
+    });
+    assert.deepEqual(json(await runCli(["rejected", "list", "--brand", MISSING], env)), {
+      brand: MISSING,
+      count: 0,
+      rejected: [],
+    });
+    assert.equal((await runCli(["rejected", "list"], env)).code, 2);
+    assert.equal(
+      (await runCli(["rejected", "list", "--brand", brandId, "--limit", "0"], env)).code,
+      2,
+    );
   });
 });
 

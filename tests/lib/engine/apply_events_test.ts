@@ -4,7 +4,6 @@ import {
   applyEventBatches,
   clampPixelTime,
   dataErrorMessage,
-  defaultSessionId,
   mergeProfiles,
   PIXEL_NOT_ANONYMOUS,
 } from "../../../lib/engine/apply_events.ts";
@@ -102,21 +101,22 @@ Deno.test("engine: re-applying a batch (redelivery) stores nothing twice and cou
   });
 });
 
-Deno.test("engine: events without a sessionId share one session per profile per UTC day", async () => {
+Deno.test("engine: events without a sessionId are one session while their gaps stay under 30 minutes", async () => {
   await withEngine(async (engine, sql) => {
     await engine.applyEvents(batch([
       event({ profileId: "p1", timeStamp: "2026-11-20T08:00:00Z" }),
-      event({ profileId: "p1", timeStamp: "2026-11-20T22:00:00Z" }),
+      event({ profileId: "p1", timeStamp: "2026-11-20T08:29:59Z" }),
+      event({ profileId: "p1", timeStamp: "2026-11-20T23:50:00Z" }),
     ]));
+    // Past midnight UTC, 20 minutes after the last event: the same session.
     await engine.applyEvents(
-      batch([event({ profileId: "p1", timeStamp: "2026-11-21T01:00:00Z" })]),
+      batch([event({ profileId: "p1", timeStamp: "2026-11-21T00:10:00Z" })]),
     );
     assert.equal((await profile(sql, "p1"))!.nb_of_visits, 2);
-    assert.equal(defaultSessionId("p1", "2026-11-20T08:00:00.000Z"), "p1:2026-11-20");
     const sessions = await sql`select item_id, event_count from sessions order by item_id`;
     assert.deepEqual([...sessions], [
-      { item_id: "p1:2026-11-20", event_count: 2 },
-      { item_id: "p1:2026-11-21", event_count: 1 },
+      { item_id: "p1:2026-11-20T08:00:00.000Z", event_count: 2 },
+      { item_id: "p1:2026-11-20T23:50:00.000Z", event_count: 2 },
     ]);
   });
 });
@@ -501,7 +501,8 @@ Deno.test("engine: concurrent plain and update batches on shared profiles lose n
         event({ profileId: "y", sessionId: `y${i % 3}` }),
         ...(i % 2 ? [update("x", { update: { [`properties.k${i}`]: i } })] : []),
       ]))));
-    // x: twelve sessions plus the updates' one default session of the day; y: three sessions.
+    // x: twelve sessions plus the updates' one generated session (their batches take turns on
+    // the profile's session lock, so each sees the one before); y: three sessions.
     assert.equal((await profile(sql, "x"))!.nb_of_visits, 12 + 1);
     assert.equal((await profile(sql, "y"))!.nb_of_visits, 3);
     assert.equal(await count(sql, "events"), 12 * 2 + 6);
@@ -894,12 +895,12 @@ Deno.test("engine: a pixel event's own time is clamped to [received - 72 h, rece
     );
     const visit = (await profile(sql, "anon_f"))!;
     assert.equal((visit.last_visit as Date).toISOString(), "2026-11-21T12:05:00.000Z");
-    // A sessionless event's day follows the clamped time.
+    // A sessionless event's session follows the clamped time.
     await engine.applyEvents(batch([
       event({ profileId: "anon_d", timeStamp: "2099-01-01T00:00:00Z" }),
     ], "pixel"));
     const [day] = await sql`select session_id from events where profile_id = 'anon_d'`;
-    assert.equal(day!.session_id, "anon_d:2026-11-21");
+    assert.equal(day!.session_id, "anon_d:2026-11-21T12:05:00.000Z");
     // Server events are the brand's own: stored at their time.
     await engine.applyEvents(batch([
       event({ profileId: "cust_t", timeStamp: "2099-01-01T00:00:00Z" }),

@@ -1842,14 +1842,25 @@ Deno.test("conditions: absent parameterValues name each missing parameter; sessi
     type: "sessionPropertyCondition",
     parameterValues: { propertyName: name, comparisonOperator: "exists" },
   });
-  for (const name of ["itemId", "profileId", "timeStamp", "lastEventDate", "size", "duration"]) {
+  for (
+    const name of [
+      "itemId",
+      "profileId",
+      "timeStamp",
+      "lastEventDate",
+      "size",
+      "duration",
+      "properties.referringURL",
+      "properties.utm.source",
+    ]
+  ) {
     assertValid(session(name));
     assertValid(session(name), "event");
     assertValid(past(session(name)));
   }
   for (
     const [name, message] of [
-      ["properties.x", /sessions hold no properties/],
+      ["properties.a-b", /properties.<name> takes up to 5 dot-separated segments/],
       ["profile.properties.age", /a session's profile is not addressable/],
       ["systemProperties.x", /systemProperties are out of scope/],
       ["scope", /must not reference scope/],

@@ -422,11 +422,30 @@ const CASES: Case[] = [
     members: ["ev_v1_1", "ev_v1_2"],
   },
   {
-    source: `${MANUAL}/datamodel.adoc:1067`, // the campaign's other half: not a 2.7 built-in type
+    // The campaign's other half: an event condition (baseplugin's pageViewEventCondition.json:
+    // eventTypeCondition "view" and target.properties.pageInfo.pagePath); no page "/x" was viewed.
+    source: `${MANUAL}/datamodel.adoc:1067`,
+    scope: B,
+    itemType: "event",
+    condition: { type: "pageViewEventCondition", parameterValues: { pagePath: "/x" } },
+    members: [],
+  },
+  {
+    source: `${MANUAL}/datamodel.adoc:1067`, // the same on a page the seeded views hold
+    scope: B,
+    itemType: "event",
+    condition: {
+      type: "pageViewEventCondition",
+      parameterValues: { pagePath: "/sites/digitall/home" },
+    },
+    members: ["ev_v1_2", "ev_v2_1"],
+  },
+  {
+    source: `${MANUAL}/datamodel.adoc:1067`, // an event condition, not a profile's
     scope: B,
     itemType: "profile",
     condition: { type: "pageViewEventCondition", parameterValues: { pagePath: "/x" } },
-    refused: [/^\$\.type: unknown condition type "pageViewEventCondition"/],
+    refused: [/^\$\.type: pageViewEventCondition is not allowed in a profile condition/],
   },
   {
     source: `${MANUAL}/queries-and-aggregations.adoc:35`,

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
+import { recordRejectedMessages } from "../../../lib/ingest/rejected_messages.ts";
 import { bumpBrandVersion } from "../../../lib/tenancy/brands.ts";
 import { newShopSyncState } from "../../../lib/shopify/shop_sync.ts";
 import { shopSyncStateKey } from "../../../lib/store/kv_keys.ts";
@@ -393,6 +394,7 @@ Deno.test("health page: backlog, dead letters, the last webhook and the last bac
     let body = await html(ctx, "/app/health", s);
     assert.equal(statValue(body, "backlog"), "0");
     assert.equal(statValue(body, "dead-letters"), "0");
+    assert.equal(statValue(body, "rejected"), "0");
     assert.equal(statValue(body, "last-webhook"), "none");
     assert.equal(statValue(body, "last-backfill"), "none");
 
@@ -442,6 +444,25 @@ Deno.test("health page: backlog, dead letters, the last webhook and the last bac
       "2026-11-20T00:00:00.000Z",
       "0",
       "rejected",
+    ]]);
+    await recordRejectedMessages(
+      ctx.kv,
+      {
+        brandId: a.brandId,
+        door: "POST /v1/batch",
+        at: new Date("2026-11-20T00:00:00Z"),
+        newId: ctx.deps.newId,
+      },
+      [{ index: 3, errors: [{ path: "$.batch[3].userId", message: "must not contain ':'" }] }],
+      [],
+    );
+    body = await html(ctx, "/app/health", s);
+    assert.equal(statValue(body, "rejected"), "1");
+    assert.deepEqual(tableRows(body, "rejected"), [[
+      "2026-11-20T00:00:00.000Z",
+      "POST /v1/batch",
+      "3",
+      "$.batch[3].userId: must not contain ':'",
     ]]);
   }, APP_ENV);
 });
