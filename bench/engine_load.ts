@@ -14,7 +14,7 @@
  * 2. For each operation: warm-ups, then iterations alternating which side runs first; p50/p99
  *    of ours and of the floor, and a check that both return the same answer. Ours is called as
  *    the routes call it (conditions parsed by queryCondition as routes/query.ts does, segments
- *    stored through scopedCondition), without the route's read-only transaction, so the
+ *    stored through segmentCondition), without the route's read-only transaction, so the
  *    comparison isolates the SQL shape. POST /cdp/query/profile/count is also timed through an
  *    in-process app and reported separately.
  * 3. Export: rows/s of one segment page (openExport, the stream consumed) vs a
@@ -67,10 +67,10 @@ import {
   createSegment,
   getSegment,
   openExport,
+  type Segment,
   segmentId,
-  type SegmentView,
 } from "../lib/engine/segments.ts";
-import { queryCondition, scopedCondition } from "../lib/engine/caller_condition.ts";
+import { queryCondition, segmentCondition } from "../lib/engine/caller_condition.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { openTokenCipher } from "../lib/tenancy/token_cipher.ts";
 import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
@@ -339,7 +339,7 @@ async function reuseData(sql: Sql, scale: Scale): Promise<boolean> {
   await sql`delete from brands`;
   if (!meta || meta.profiles !== scale.profilesA || meta.events !== scale.eventsA) {
     await sql`drop table if exists bench_engine_meta`;
-    await sql`truncate profiles, profile_aliases, events, sessions`;
+    await sql`truncate profiles, profile_aliases, events, sessions, profile_predictions`;
     return false;
   }
   NOW = meta.now;
@@ -493,7 +493,7 @@ async function drain(
 
 async function exportOurs(
   sql: Sql,
-  segment: SegmentView,
+  segment: Segment,
   limit: number,
   onChunk?: () => void,
 ): Promise<Drained> {
@@ -1076,13 +1076,13 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
   // export
   const exports: PassResult["exports"] = [];
   const memory: MemoryRow[] = [];
-  const segments: Record<string, SegmentView> = {};
+  const segments: Record<string, Segment> = {};
   for (const [key, condition] of [["all", MATCH_ALL], ["gold", TIER_GOLD]] as const) {
     await createSegment(sql, {
       scope,
       id: segmentId(scope, `bench ${key}`),
       name: `bench ${key}`,
-      condition: scopedCondition(condition, scope),
+      condition: segmentCondition(condition),
       now: NOW,
     });
     // As the route reads it: the stored condition round-tripped through json.
@@ -1184,7 +1184,7 @@ async function runPass(sql: Sql, store: string, scale: Scale): Promise<PassResul
       scope,
       id,
       name: "bench walk",
-      condition: scopedCondition(AGE_UNDER_37, scope),
+      condition: segmentCondition(AGE_UNDER_37),
       now: NOW,
     });
     progress(`${store}: export walk of the age < 37 segment, 10,000-line pages`);
@@ -1238,7 +1238,7 @@ interface WalkResult {
   floorSeconds: number;
 }
 
-async function exportWalk(sql: Sql, segment: SegmentView, scope: string): Promise<WalkResult> {
+async function exportWalk(sql: Sql, segment: Segment, scope: string): Promise<WalkResult> {
   const ttfbMs: number[] = [];
   let lines = 0;
   let after: string | undefined;

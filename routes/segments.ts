@@ -9,7 +9,7 @@ import { requireScope } from "../lib/http/auth.ts";
 import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { keysetStart, mintCursor, nextKeysetCursor, readCursor } from "../lib/http/cursors.ts";
 import { withQueryBudget } from "../lib/engine/queries.ts";
-import { scopedCondition } from "../lib/engine/caller_condition.ts";
+import { segmentCondition } from "../lib/engine/caller_condition.ts";
 import { MAX_CONDITION_PATTERNS } from "../lib/engine/conditions.ts";
 import {
   createSegment,
@@ -19,6 +19,7 @@ import {
   membersPage,
   openExport,
   segmentId,
+  segmentView,
   updateSegment,
 } from "../lib/engine/segments.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -168,7 +169,7 @@ const getOne = createRoute({
   method: "get",
   path: "/cdp/segments/{id}",
   tags: ["Segments"],
-  summary: "A segment, its condition exactly as stored",
+  summary: "A segment, its condition with the brand's scope predicate in front, as defined",
   security: apiKeySecurity,
   request: { params: IdParam },
   responses: {
@@ -294,7 +295,7 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
     .openapi(define, async (c) => {
       const scope = requireScope(c);
       const body = c.req.valid("json");
-      const condition = scopedCondition(body.condition, scope);
+      const condition = segmentCondition(body.condition);
       const segment = await createSegment(deps.sql, {
         scope,
         id: segmentId(scope, body.key ?? body.name),
@@ -309,19 +310,19 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       const scope = requireScope(c);
       const page = c.req.valid("query");
       assertWithinWindow(page);
-      const result = await listSegments(deps.sql, scope, page);
-      return c.json({ ...offsetPage(result, page), scope }, 200);
+      const { list, total } = await listSegments(deps.sql, scope, page);
+      return c.json({ ...offsetPage({ list: list.map(segmentView), total }, page), scope }, 200);
     })
     .openapi(getOne, async (c) => {
       const scope = requireScope(c);
-      return c.json(await find(scope, c.req.valid("param").id), 200);
+      return c.json(segmentView(await find(scope, c.req.valid("param").id)), 200);
     })
     .openapi(update, async (c) => {
       const scope = requireScope(c);
       const id = c.req.valid("param").id;
       const body = c.req.valid("json");
       await find(scope, id);
-      const condition = scopedCondition(body.condition, scope);
+      const condition = segmentCondition(body.condition);
       const segment = await updateSegment(deps.sql, {
         scope,
         id,

@@ -9,21 +9,20 @@ import { DomainError } from "../errors.ts";
 import {
   type Condition,
   type ConditionNode,
-  injectScopePredicate,
   type ItemType,
   parseCondition,
   type ParsedCondition,
-  storedCallerTree,
   stripScopePredicates,
 } from "./conditions.ts";
 
 /**
  * Prepares a caller's segment condition for storage: strip every scope predicate (a foreign
- * one too), parse what remains against the public vocabulary (at most
- * MAX_CONDITION_PATTERNS matchesRegex patterns, the limits less what the scope predicate takes),
- * then AND-inject the brand's predicate into its canonical JSON: the form stored and shown.
+ * one too) and parse what remains against the public vocabulary (at most
+ * MAX_CONDITION_PATTERNS matchesRegex patterns, the limits less what the brand's scope
+ * predicate takes in the form the API shows). Returns the canonical JSON of the caller's tree:
+ * what is stored, the scope living in the row's `scope` column.
  */
-export function scopedCondition(raw: unknown, scope: string, path = "$.condition"): Condition {
+export function segmentCondition(raw: unknown, path = "$.condition"): Condition {
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new DomainError("invalid_input", "condition must be an object");
   }
@@ -40,18 +39,18 @@ export function scopedCondition(raw: unknown, scope: string, path = "$.condition
     scopeInjected: true,
     capPatterns: true,
   });
-  return injectScopePredicate(parsed.json, scope);
+  return parsed.json;
 }
 
 /**
- * A stored segment condition parsed for evaluation at `now`: the caller's tree, without the
- * injected scope predicate (the enclosing query filters on the scope). A row that no longer
- * parses (a date that left the window as `now` moved, a rule added since) throws 400
- * `invalid_condition`, its paths those of the stored JSON.
+ * A stored segment condition (the caller's tree) parsed for evaluation at `now`; the enclosing
+ * query filters on the segment's scope column. A row that no longer parses (a date that left
+ * the window as `now` moved, a rule added since) throws 400 `invalid_condition`, its paths those
+ * of the stored JSON. A scope predicate, which only a row stored before the scope lived in the
+ * column alone can hold, reads that column.
  */
-export function storedCondition(stored: unknown, scope: string, now: Date): ParsedCondition {
-  const { tree, path } = storedCallerTree(stored, scope);
-  return parseCondition(tree, { itemType: "profile", root: path, allowScope: true, now });
+export function storedCondition(stored: unknown, now: Date): ParsedCondition {
+  return parseCondition(stored, { itemType: "profile", root: "$", allowScope: true, now });
 }
 
 /**

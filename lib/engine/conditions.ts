@@ -71,12 +71,7 @@ export {
 export { inDateWindow, resolveDateExpr, timestampText } from "./conditions/dates.ts";
 export { dateText, integerValue, numberValue } from "./conditions/values.ts";
 export { parseCondition, validateCondition } from "./conditions/validation.ts";
-export {
-  injectScopePredicate,
-  scopePredicate,
-  storedCallerTree,
-  stripScopePredicates,
-} from "./conditions/scope.ts";
+export { injectScopePredicate, scopePredicate, stripScopePredicates } from "./conditions/scope.ts";
 export type {
   ConditionNode,
   ConditionValidation,

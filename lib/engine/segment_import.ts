@@ -7,7 +7,7 @@
  */
 import type { Sql } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
-import { scopedCondition } from "./caller_condition.ts";
+import { segmentCondition } from "./caller_condition.ts";
 import { createSegment, getSegment, segmentId, updateSegment } from "./segments.ts";
 
 /** What happened to one definition of the file. */
@@ -95,7 +95,7 @@ async function _importOne(
   let condition;
   if (_isObject(definition)) {
     try {
-      condition = scopedCondition(definition.condition, scope, `${path}.condition`);
+      condition = segmentCondition(definition.condition, `${path}.condition`);
     } catch (err) {
       if (!(err instanceof DomainError)) throw err;
       reasons.push(

@@ -11,6 +11,7 @@ import {
   compileCondition,
   type Condition,
   type ConditionCost,
+  injectScopePredicate,
   type SqlFragment,
 } from "./conditions.ts";
 import {
@@ -44,13 +45,23 @@ export interface ReadBudget {
   clock?: () => number;
 }
 
-/** A segment as the API shows it. */
-export interface SegmentView {
+/** A segment as stored: the caller's condition tree, its scope in the row's `scope` column. */
+export interface Segment {
   id: string;
   name: string;
   description?: string;
   scope: string;
+  /** The caller's tree, scope predicates stripped (segmentCondition, caller_condition.ts). */
   condition: Condition;
+}
+
+/**
+ * A segment as the API and the dashboard show it: its condition with the brand's scope
+ * predicate AND-injected in front, `and(properties.shopDomain equals <scope>, condition)`, so
+ * that define → get → update round-trips (the predicate is stripped again on update).
+ */
+export function segmentView(segment: Segment): Segment {
+  return { ...segment, condition: injectScopePredicate(segment.condition, segment.scope) };
 }
 
 interface _SegmentRow {
@@ -82,7 +93,7 @@ export async function createSegment(
     condition: Condition;
     now: Date;
   },
-): Promise<SegmentView> {
+): Promise<Segment> {
   const outcome = await _persisting(() =>
     sql.begin(async (tx) => {
       // Concurrent definitions of one scope take turns, so none slips past the cap.
@@ -113,7 +124,7 @@ export async function createSegment(
 }
 
 /** A segment of the scope, or null (another brand's is null too). */
-export async function getSegment(sql: Sql, scope: string, id: string): Promise<SegmentView | null> {
+export async function getSegment(sql: Sql, scope: string, id: string): Promise<Segment | null> {
   const [row] = await sql<_SegmentRow[]>`
     select id, name, description, condition from segments where scope = ${scope} and id = ${id}`;
   return row ? _view(scope, row) : null;
@@ -133,7 +144,7 @@ export async function updateSegment(
     condition: Condition;
     now: Date;
   },
-): Promise<SegmentView | null> {
+): Promise<Segment | null> {
   const [row] = await _persisting(() =>
     sql<_SegmentRow[]>`
     update segments
@@ -161,7 +172,7 @@ export async function listSegments(
   sql: Sql,
   scope: string,
   page: { limit: number; offset: number },
-): Promise<{ list: SegmentView[]; total: number }> {
+): Promise<{ list: Segment[]; total: number }> {
   const rows = await sql<_SegmentRow[]>`
     select id, name, description, condition from segments where scope = ${scope}
     order by id limit ${page.limit} offset ${page.offset}`;
@@ -176,7 +187,7 @@ export async function listSegments(
  */
 export async function segmentMembers(
   sql: Sql,
-  segment: SegmentView,
+  segment: Segment,
   page: { limit: number; offset?: number; after?: string; now: Date },
 ): Promise<{ list: ProfileView[]; more: boolean }> {
   const rows = await sql`
@@ -194,7 +205,7 @@ export async function segmentMembers(
 /** How many profiles a segment holds, counted up to `cap`. */
 export async function countMembers(
   sql: Sql,
-  segment: SegmentView,
+  segment: Segment,
   now: Date,
   cap: number,
 ): Promise<number> {
@@ -207,7 +218,7 @@ export async function countMembers(
 /** A page of a segment's members, with their identities and the member count (up to `cap`). */
 export async function membersPage(
   sql: Sql,
-  segment: SegmentView,
+  segment: Segment,
   page: { limit: number; offset: number; after?: string; now: Date; cap: number },
 ): Promise<{
   list: ProfileView[];
@@ -281,7 +292,7 @@ export async function segmentsOfProfiles(
     const pending: { id: string; holds: SqlFragment; cost: number }[] = [];
     for (const segment of segments) {
       try {
-        const parsed = storedCondition(segment.condition, scope, now);
+        const parsed = storedCondition(segment.condition, now);
         const holds = compileCondition(sql, parsed.tree, {
           itemType: "profile",
           scope,
@@ -370,7 +381,7 @@ function _evaluationCost(cost: ConditionCost): number {
  */
 export async function countSegments(
   sql: Sql,
-  segments: SegmentView[],
+  segments: Segment[],
   options: { now: Date; cap: number; budget: ReadBudget },
 ): Promise<(number | null)[]> {
   const counts: (number | null)[] = segments.map(() => null);
@@ -412,14 +423,16 @@ export async function countSegments(
 }
 
 /**
- * The filter of a segment's members over `profiles p`, after `after` in id order if given. A
- * stored condition that no longer parses (saved under older rules, or a date that has left
- * the window as `now` moved) is the segment's failure, not the request's: 502, naming why.
+ * The filter of a segment's members over `profiles p`, after `after` in id order if given: the
+ * segment's scope (the predicate the API shows in front of its condition) on the scope column,
+ * and its stored tree. A stored condition that no longer parses (saved under older rules, or a
+ * date that has left the window as `now` moved) is the segment's failure, not the request's:
+ * 502, naming why.
  */
-function _members(sql: Sql, segment: SegmentView, now: Date, after?: string) {
+function _members(sql: Sql, segment: Segment, now: Date, after?: string) {
   let condition;
   try {
-    condition = compileCondition(sql, storedCondition(segment.condition, segment.scope, now).tree, {
+    condition = compileCondition(sql, storedCondition(segment.condition, now).tree, {
       itemType: "profile",
       scope: segment.scope,
     });
@@ -435,7 +448,7 @@ function _members(sql: Sql, segment: SegmentView, now: Date, after?: string) {
     ${after === undefined ? sql`` : sql`and p.item_id > ${after}`}`;
 }
 
-function _view(scope: string, row: _SegmentRow): SegmentView {
+function _view(scope: string, row: _SegmentRow): Segment {
   return {
     id: row.id,
     name: row.name,
@@ -464,7 +477,7 @@ export interface ExportPage {
  */
 export async function openExport(
   sql: Sql,
-  segment: SegmentView,
+  segment: Segment,
   page: { after?: string; limit: number; now: Date; timeoutMs: number; onClose?: () => void },
 ): Promise<ExportPage> {
   let conn: Awaited<ReturnType<Sql["reserve"]>> | undefined;
@@ -574,7 +587,7 @@ export async function openExport(
  */
 export async function openFullExport(
   sql: Sql,
-  segment: SegmentView,
+  segment: Segment,
   options: { pageSize: number; now: Date; timeoutMs: number; onClose?: () => void },
 ): Promise<ReadableStream<Uint8Array>> {
   let closed = false;

@@ -5,7 +5,8 @@
  * @module
  */
 import { log } from "../log.ts";
-import type { ApplyResult, Engine, EventBatch } from "../engine/engine.ts";
+import type { ApplyResult, Engine } from "../engine/engine.ts";
+import { createBatcher } from "../store/batcher.ts";
 import { databaseFailure } from "../store/db.ts";
 import { type EventsMessage, type IngestQueue, isEventsMessage, writeDeadLetter } from "./queue.ts";
 
@@ -28,6 +29,13 @@ export interface ForwarderDeps {
   outageWaitMs?: number;
   /** Handlers of other message kinds by kind (`shop_sync`), outside the slots; each idempotent. */
   jobs?: Record<string, (message: unknown) => Promise<void>>;
+  /**
+   * Called after a group of events messages committed (and left the backlog), with its scope and
+   * the ids of the profiles its applied events name (as sent: an id merged away stands for the
+   * profile that absorbed it). At least once per applied event: a redelivery calls it again. Its
+   * failure is logged and never fails the delivery.
+   */
+  afterApply?: (applied: { scope: string; profileIds: string[] }) => Promise<void>;
 }
 
 /** At most this many messages, and this many events, apply in one group's transaction. */
@@ -45,16 +53,26 @@ const _GROUP_EVENTS = 1_000;
  * outage does not use up the retries (an hour's outage would otherwise dead-letter everything).
  *
  * Deno KV hands a listener every ready message at once; applying them all together only adds
- * lock waits and, on a shared event loop, starves the HTTP edge, so at most `concurrency` apply
- * at a time. When the engine can apply a group, the messages waiting for a turn go together: the
- * next turn takes those of the first one's scope and source, up to a bound, into one transaction
- * (one statement per table for all of them). A backlog is then drained in fewer, larger
- * transactions, and a lone message still starts at once.
+ * lock waits and, on a shared event loop, starves the HTTP edge, so at most `concurrency`
+ * transactions apply at a time. Events messages go through the batching layer
+ * (lib/store/batcher.ts): when the engine can apply a group, the messages waiting for a turn go
+ * together, those of the first one's scope and source up to a bound, into one transaction (one
+ * statement per table for all of them), so a backlog drains in fewer, larger transactions and a
+ * lone message still starts at once. A group that fails for any reason but an unreachable
+ * database comes back message by message through the same path (the layer's one failure path),
+ * so one message's fault fails only that message.
  */
 export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => Promise<void> {
-  const forward = deps.engine.applyEventGroup
-    ? _groupingForwarder(deps, deps.engine.applyEventGroup.bind(deps.engine))
-    : _singleForwarder(deps);
+  const grouped = deps.engine.applyEventGroup !== undefined;
+  const forward = createBatcher<EventsMessage>({
+    maxItems: grouped ? _GROUP_MESSAGES : 1,
+    maxWeight: _GROUP_EVENTS,
+    weight: (message) => message.batch.events.length,
+    key: (message) => JSON.stringify([message.batch.scope, message.batch.source]),
+    concurrency: deps.concurrency ?? 4,
+    isolates: (err) => databaseFailure(err) !== "unreachable",
+    commit: (group) => _forwardGroup(deps, group),
+  });
   return async function handleQueueMessage(message) {
     const job = deps.jobs?.[String((message as { kind?: unknown })?.kind)];
     if (job) return await job(message);
@@ -66,113 +84,47 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
   };
 }
 
-/** Applies each message in a transaction of its own, `concurrency` at a time. */
-function _singleForwarder(deps: ForwarderDeps): (message: EventsMessage) => Promise<void> {
-  const slots = _semaphore(deps.concurrency ?? 4);
-  return async (message) => {
-    const release = await slots.acquire();
-    try {
-      await _forwardOne(deps, message);
-    } finally {
-      release();
-    }
-  };
-}
-
-interface _Waiting {
-  message: EventsMessage;
-  resolve: () => void;
-  reject: (err: unknown) => void;
-}
-
-/** Applies the waiting messages in groups, `concurrency` groups at a time. */
-function _groupingForwarder(
-  deps: ForwarderDeps,
-  applyGroup: (batches: EventBatch[]) => Promise<ApplyResult[][]>,
-): (message: EventsMessage) => Promise<void> {
-  const limit = deps.concurrency ?? 4;
-  const waiting: _Waiting[] = [];
-  let running = 0;
-  const pump = () => {
-    while (running < limit && waiting.length > 0) {
-      running++;
-      _forwardGroup(deps, applyGroup, _takeGroup(waiting)).finally(() => {
-        running--;
-        pump();
-      });
-    }
-  };
-  return (message) =>
-    new Promise<void>((resolve, reject) => {
-      waiting.push({ message, resolve, reject });
-      pump();
-    });
-}
-
-/** Takes the first waiting message and the next ones of its scope and source, up to the bounds. */
-function _takeGroup(waiting: _Waiting[]): _Waiting[] {
-  const group = [waiting.shift()!];
-  const { scope, source } = group[0]!.message.batch;
-  let events = group[0]!.message.batch.events.length;
-  for (let i = 0; i < waiting.length && group.length < _GROUP_MESSAGES;) {
-    const batch = waiting[i]!.message.batch;
-    if (
-      batch.scope === scope && batch.source === source &&
-      events + batch.events.length <= _GROUP_EVENTS
-    ) {
-      group.push(...waiting.splice(i, 1));
-      events += batch.events.length;
-    } else {
-      i++;
-    }
-  }
-  return group;
-}
-
 /**
- * Applies a group in one transaction and settles each message's delivery. Should the group fail
- * for any reason but an unreachable database, its messages are applied one by one, so that one
- * message's fault fails only that message.
+ * Applies a group of messages of one scope and source in one transaction (a lone message through
+ * `applyEvents`), dead-letters what the engine refused, retires the group from the backlog, and
+ * tells `afterApply`. Throws when nothing was applied; a retry applies nothing twice.
  */
-async function _forwardGroup(
-  deps: ForwarderDeps,
-  applyGroup: (batches: EventBatch[]) => Promise<ApplyResult[][]>,
-  group: _Waiting[],
-): Promise<void> {
-  if (group.length > 1) {
-    try {
-      const results = await _whenReachable(
-        deps,
-        () => applyGroup(group.map((w) => w.message.batch)),
-      );
-      for (const [i, w] of group.entries()) await _deadLetterRefused(deps, w.message, results[i]!);
-      await deps.queue.retire(group.map((w) => w.message.id));
-      for (const w of group) w.resolve();
-      return;
-    } catch (err) {
-      if (databaseFailure(err) === "unreachable") {
-        for (const w of group) w.reject(err);
-        return;
-      }
-    }
-  }
-  for (const w of group) {
-    try {
-      await _forwardOne(deps, w.message);
-      w.resolve();
-    } catch (err) {
-      w.reject(err);
-    }
-  }
+async function _forwardGroup(deps: ForwarderDeps, group: EventsMessage[]): Promise<void> {
+  const { engine } = deps;
+  const results = await _whenReachable(
+    deps,
+    async () =>
+      group.length === 1
+        ? [await engine.applyEvents(group[0]!.batch)]
+        : await engine.applyEventGroup!(group.map((message) => message.batch)),
+  );
+  for (const [i, message] of group.entries()) await _deadLetterRefused(deps, message, results[i]!);
+  // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
+  // nothing twice and retires the messages then.
+  await deps.queue.retire(group.map((message) => message.id));
+  if (deps.afterApply) await _afterApply(deps.afterApply, group, results);
 }
 
-/** Applies one message, dead-letters what the engine refused, and retires it from the backlog. */
-async function _forwardOne(deps: ForwarderDeps, message: EventsMessage): Promise<void> {
-  const results = await _whenReachable(deps, () => deps.engine.applyEvents(message.batch));
-  await _deadLetterRefused(deps, message, results);
-  // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
-  // nothing twice and retires the message then.
-  await deps.queue.retire([message.id]);
+/** Calls the hook with the profiles the group's applied events name; a failure is only logged. */
+async function _afterApply(
+  hook: NonNullable<ForwarderDeps["afterApply"]>,
+  group: EventsMessage[],
+  results: ApplyResult[][],
+): Promise<void> {
+  const profileIds = new Set<string>();
+  group.forEach((message, m) =>
+    message.batch.events.forEach((event, i) => {
+      if (results[m]![i]?.ok) profileIds.add(event.profileId);
+    })
+  );
+  if (profileIds.size === 0) return;
+  try {
+    await hook({ scope: group[0]!.batch.scope, profileIds: [...profileIds] });
+  } catch (err) {
+    log("error", "the forwarder's afterApply hook failed; the delivery stands", {
+      error: String(err),
+    });
+  }
 }
 
 async function _whenReachable<T>(deps: ForwarderDeps, apply: () => Promise<T>): Promise<T> {
@@ -206,25 +158,6 @@ async function _deadLetterRefused(
     failed.map((f) => `${f.event.id}: ${f.reason}`).join("; ").slice(0, 2000),
     deps.now(),
   );
-}
-
-function _semaphore(size: number): { acquire(): Promise<() => void> } {
-  let free = size;
-  const waiting: (() => void)[] = [];
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else free++;
-  };
-  return {
-    acquire() {
-      if (free > 0) {
-        free--;
-        return Promise.resolve(release);
-      }
-      return new Promise((resolve) => waiting.push(() => resolve(release)));
-    },
-  };
 }
 
 /** Starts the queue consumer; the promise settles when the queue stops or its KV closes. */

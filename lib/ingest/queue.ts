@@ -16,6 +16,7 @@ import {
   ingestBacklogUndeliveredPrefix,
 } from "../store/kv_keys.ts";
 import { DomainError } from "../errors.ts";
+import { type Batcher, createBatcher } from "../store/batcher.ts";
 
 /** A queue message carrying events for the engine. */
 export interface EventsMessage {
@@ -138,14 +139,16 @@ export interface IngestQueueOptions {
 export const QUEUE_FULL_RETRY_AFTER_SECONDS = 5;
 
 /**
- * What both queues share: the backlog bound and accounting, and one batching layer over KV
- * commits. Concurrent `accept`s wait while a commit is under way; the next commit takes them
- * together and packs their events, per brand, scope and source, into as few messages as fit the
- * message size limit (a packed batch's `receivedAt` is its earliest). A file-backed KV store
- * delivers a bounded number of messages a second whatever their size, and each commit costs far
- * more than its mutations, so packing is what lets the forwarder keep up with the edge. Should a
- * shared commit fail, each request's batch is committed again on its own, so one request's
- * problem is never its neighbours'. The implementations say how a message is written and read.
+ * What both queues share: the backlog bound and accounting, and the accepts' KV commits on the
+ * batching layer (lib/store/batcher.ts). Concurrent `accept`s wait while a commit is under way;
+ * the next commit takes them together and packs their events, per brand, scope and source, into
+ * as few messages as fit the message size limit (a packed batch's `receivedAt` is its earliest).
+ * A file-backed KV store delivers a bounded number of messages a second whatever their size, and
+ * each commit costs far more than its mutations, so packing is what lets the forwarder keep up
+ * with the edge. Should a shared commit fail, each request's batch comes back as a commit of its
+ * own (the batching layer's one failure path; safe on the local SQLite KV, where a failed commit
+ * wrote nothing), so one request's problem is never its neighbours'. The implementations say how
+ * a message is written and read.
  */
 export abstract class KvBackedQueue implements IngestQueue {
   abstract readonly kind: "kv" | "outbox";
@@ -154,8 +157,7 @@ export abstract class KvBackedQueue implements IngestQueue {
   readonly #backoffMs: number[];
   readonly #maxBacklog: number;
   readonly #gate: BacklogGate;
-  #waiting: _PackItem[] = [];
-  #draining = false;
+  readonly #pack: Batcher<QueueBatch>;
 
   constructor(kv: Deno.Kv, options: IngestQueueOptions) {
     this.kv = kv;
@@ -163,6 +165,16 @@ export abstract class KvBackedQueue implements IngestQueue {
     this.#backoffMs = options.backoffMs ?? DEFAULT_BACKOFF_MS;
     this.#maxBacklog = options.maxBacklog ?? Infinity;
     this.#gate = new BacklogGate(kv);
+    this.#pack = createBatcher({
+      maxItems: _PACK_REQUESTS,
+      maxWeight: _PACK_BYTES,
+      weight: _bytesOf,
+      // While messages wait for delivery, fuller ones drain the queue faster than a commit made
+      // at once would. An idle queue commits a lone request at once.
+      linger: (waiting) =>
+        waiting < _PACK_REQUESTS && this.#gate.peek() >= _LINGER_BACKLOG ? _PACK_LINGER_MS : 0,
+      commit: (inputs) => this.#commit(inputs),
+    });
   }
 
   /** Adds `message` to `op` the way this queue stores messages. */
@@ -223,46 +235,6 @@ export abstract class KvBackedQueue implements IngestQueue {
   async retire(messageIds: string[]): Promise<void> {
     if (messageIds.length === 1) await retireBacklogMessage(this.kv, messageIds[0]!);
     else if (messageIds.length > 1) await retireBacklogMessages(this.kv, messageIds);
-  }
-
-  #pack(input: QueueBatch): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#waiting.push({ input, resolve, reject });
-      if (!this.#draining) void this.#drain();
-    });
-  }
-
-  async #drain(): Promise<void> {
-    this.#draining = true;
-    while (this.#waiting.length > 0) {
-      // While messages wait for delivery, fuller ones drain the queue faster than a commit made
-      // at once would. An idle queue commits a lone request at once.
-      if (this.#waiting.length < _PACK_REQUESTS && this.#gate.peek() >= _LINGER_BACKLOG) {
-        await new Promise((resolve) => setTimeout(resolve, _PACK_LINGER_MS));
-      }
-      let count = 0;
-      let bytes = 0;
-      while (count < this.#waiting.length && count < _PACK_REQUESTS) {
-        const size = _bytesOf(this.#waiting[count]!.input);
-        if (count > 0 && bytes + size > _PACK_BYTES) break;
-        bytes += size;
-        count++;
-      }
-      const items = this.#waiting.splice(0, count);
-      try {
-        await this.#commit(items.map((i) => i.input));
-        for (const item of items) item.resolve();
-      } catch (err) {
-        if (items.length === 1) {
-          items[0]!.reject(err);
-          continue;
-        }
-        // Safe on the local SQLite KV, where a failed commit wrote nothing; a remote KV whose
-        // commit timed out after landing would count its sums twice.
-        for (const item of items) await this.#commit([item.input]).then(item.resolve, item.reject);
-      }
-    }
-    this.#draining = false;
   }
 
   /** Commits the given requests' writes and their events packed into messages. */
@@ -337,12 +309,6 @@ const _WAKE = { kind: "wake" } as const;
  */
 export function createKvQueue(kv: Deno.Kv, options: IngestQueueOptions): IngestQueue {
   return new _KvQueue(kv, options);
-}
-
-interface _PackItem {
-  input: QueueBatch;
-  resolve: () => void;
-  reject: (err: unknown) => void;
 }
 
 /** Bounds of one packed commit: requests, and their events' stored size. */
@@ -430,26 +396,30 @@ export async function retireBacklogMessage(kv: Deno.Kv, messageId: string): Prom
 }
 
 /**
- * {@linkcode retireBacklogMessage} for several messages in one KV commit (a forwarder's group);
- * should the commit be refused (another delivery retired one meanwhile), each is retired alone.
+ * {@linkcode retireBacklogMessage} for several messages in one KV commit (a forwarder's group).
+ * Each marker is checked; should another delivery retire one meanwhile (the commit is refused),
+ * the markers are read again and those still there retired.
  */
 export async function retireBacklogMessages(kv: Deno.Kv, messageIds: string[]): Promise<void> {
-  const markers: Deno.KvEntryMaybe<number>[] = [];
-  // getMany reads at most ten keys at a time.
-  for (let i = 0; i < messageIds.length; i += 10) {
-    const keys = messageIds.slice(i, i + 10).map((id) => ingestBacklogMarkerKey(id));
-    markers.push(...await kv.getMany<number[]>(keys));
+  // Each refusal means a marker went meanwhile, so this ends within one attempt a message.
+  for (let attempt = 0; attempt <= messageIds.length; attempt++) {
+    const markers: Deno.KvEntryMaybe<number>[] = [];
+    // getMany reads at most ten keys at a time.
+    for (let i = 0; i < messageIds.length; i += 10) {
+      const keys = messageIds.slice(i, i + 10).map((id) => ingestBacklogMarkerKey(id));
+      markers.push(...await kv.getMany<number[]>(keys));
+    }
+    const live = markers.filter((m): m is Deno.KvEntry<number> => m.versionstamp !== null);
+    if (live.length === 0) return;
+    const op = kv.atomic();
+    let done = 0n;
+    for (const marker of live) {
+      op.check(marker).delete(marker.key);
+      done += BigInt(marker.value);
+    }
+    if ((await op.sum(ingestBacklogCounterKey("done"), done).commit()).ok) return;
   }
-  const live = markers.filter((m): m is Deno.KvEntry<number> => m.versionstamp !== null);
-  if (live.length === 0) return;
-  const op = kv.atomic();
-  let done = 0n;
-  for (const marker of live) {
-    op.check(marker).delete(marker.key);
-    done += BigInt(marker.value);
-  }
-  if ((await op.sum(ingestBacklogCounterKey("done"), done).commit()).ok) return;
-  for (const id of messageIds) await retireBacklogMessage(kv, id);
+  throw new Error("the backlog markers kept changing; the messages are retired on redelivery");
 }
 
 /**

@@ -25,6 +25,7 @@ import { integrationsRedactedAt } from "./migrations/0018_integrations_redacted_
 import { profilePredictions } from "./migrations/0019_profile_predictions.ts";
 import { predictionModels } from "./migrations/0021_prediction_models.ts";
 import { sessionProperties } from "./migrations/0022_session_properties.ts";
+import { segmentsStoreCallerTree } from "./migrations/0020_segments_store_caller_tree.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -56,6 +57,7 @@ export const MIGRATIONS: readonly Migration[] = [
   profilePredictions,
   predictionModels,
   sessionProperties,
+  segmentsStoreCallerTree,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

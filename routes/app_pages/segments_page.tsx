@@ -13,7 +13,8 @@ import {
   countSegments,
   listSegments,
   membersPage,
-  type SegmentView,
+  type Segment,
+  segmentView,
 } from "../../lib/engine/segments.ts";
 import { OFFSET_WINDOW } from "../../lib/http/pagination.ts";
 import { Card, DataTable, Layout } from "./layout.tsx";
@@ -107,7 +108,7 @@ export async function segmentsPage(
 export async function segmentPage(
   deps: AppDeps,
   page: PageContext,
-  segment: SegmentView,
+  segment: Segment,
   heavyReads: BrandConcurrency,
 ) {
   const members = await heavyReads.run(page.brand.brandId, () =>
@@ -122,6 +123,8 @@ export async function segmentPage(
           cap: MEMBER_COUNT_CAP,
         }),
     ));
+  // As the API shows it: with the shop's scope predicate.
+  const shown = segmentView(segment).condition;
   return (
     <Layout title={segment.name} page={page} active="segments">
       <h1>{segment.name}</h1>
@@ -138,10 +141,10 @@ export async function segmentPage(
       <div class="grid">
         <Card title="Condition" id="condition">
           <p class="formula">Profiles matching all of this (the shop's scope is always added).</p>
-          <ConditionTree condition={segment.condition} />
+          <ConditionTree condition={shown} />
           <details>
             <summary>As JSON</summary>
-            <pre class="mono">{JSON.stringify(segment.condition, null, 2)}</pre>
+            <pre class="mono">{JSON.stringify(shown, null, 2)}</pre>
           </details>
         </Card>
         <Card title="Members" id="members">

@@ -95,25 +95,3 @@ function _strip(node: unknown, depth: number): unknown | null {
   }
   return { ...node, parameterValues: { ...params, [key]: stripped } };
 }
-
-/**
- * The caller's tree inside a stored segment condition and the JSON path it sits at. Segments
- * store the caller's tree with the brand's predicate AND-injected in front (the form GET shows);
- * that predicate restates the enclosing query's own `p.scope` filter, so it is taken off again
- * rather than evaluated. A row of any other shape (written by older code) is returned whole, at
- * `$`.
- */
-export function storedCallerTree(stored: unknown, scope: string): { tree: unknown; path: string } {
-  if (isObject(stored) && own(stored, "type") === "booleanCondition") {
-    const params = own(stored, "parameterValues");
-    const subs = isObject(params) ? own(params, "subConditions") : undefined;
-    if (
-      isObject(params) && Object.keys(stored).length === 2 && own(params, "operator") === "and" &&
-      Object.keys(params).length === 2 && Array.isArray(subs) && subs.length === 2 &&
-      JSON.stringify(subs[0]) === JSON.stringify(scopePredicate(scope))
-    ) {
-      return { tree: subs[1], path: "$.parameterValues.subConditions[1]" };
-    }
-  }
-  return { tree: stored, path: "$" };
-}

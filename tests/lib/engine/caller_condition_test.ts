@@ -3,7 +3,7 @@ import { MAX_CONDITION_PATTERNS, scopePredicate } from "../../../lib/engine/cond
 import { DomainError } from "../../../lib/errors.ts";
 import {
   queryCondition,
-  scopedCondition,
+  segmentCondition,
   storedCondition,
 } from "../../../lib/engine/caller_condition.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
@@ -32,19 +32,15 @@ function isStatus(status: number, code?: string) {
   };
 }
 
-Deno.test("scopedCondition: strips any scope predicate and injects the scope's own", () => {
+Deno.test("segmentCondition: strips any scope predicate; the caller's tree is what is stored", () => {
   const foreign = {
     type: "booleanCondition",
     parameterValues: { operator: "and", subConditions: [FOREIGN_SCOPE, HAS_EMAIL] },
   };
-  const expected = {
-    type: "booleanCondition",
-    parameterValues: { operator: "and", subConditions: [scopePredicate(A), HAS_EMAIL] },
-  };
-  assert.deepEqual(scopedCondition(foreign, A), expected);
-  assert.deepEqual(scopedCondition(HAS_EMAIL, A), expected);
+  assert.deepEqual(segmentCondition(foreign), HAS_EMAIL);
+  assert.deepEqual(segmentCondition(HAS_EMAIL), HAS_EMAIL);
   for (const raw of [null, "x", [HAS_EMAIL], scopePredicate(B)]) {
-    assert.throws(() => scopedCondition(raw, A), isStatus(400), JSON.stringify(raw));
+    assert.throws(() => segmentCondition(raw), isStatus(400), JSON.stringify(raw));
   }
 });
 
@@ -82,31 +78,38 @@ Deno.test("queryCondition: absent is null (the whole scope); a tree is parsed, n
   });
 });
 
-Deno.test("storedCondition: the stored form is read back as the caller's tree, at its stored paths", () => {
-  const stored = scopedCondition(HAS_EMAIL, A);
-  assert.deepEqual(
-    storedCondition(stored, A, NOW).tree,
-    queryCondition(HAS_EMAIL, "profile", NOW),
-  );
-  // Any other shape (another brand's predicate, or no predicate) is evaluated whole.
-  assert.equal(storedCondition(stored, B, NOW).tree.type, "and");
-  assert.equal(storedCondition(HAS_EMAIL, A, NOW).tree.type, "property");
+Deno.test("storedCondition: the stored tree is evaluated as the caller's, at its stored paths", () => {
+  const stored = segmentCondition(HAS_EMAIL);
+  assert.deepEqual(storedCondition(stored, NOW).tree, queryCondition(HAS_EMAIL, "profile", NOW));
+  // A row stored before the scope lived in its column alone may hold a scope predicate: it
+  // reads the scope column, which the enclosing query filters on.
+  const older = {
+    type: "booleanCondition",
+    parameterValues: { operator: "and", subConditions: [scopePredicate(A), HAS_EMAIL] },
+  };
+  const tree = storedCondition(older, NOW).tree;
+  assert.ok(tree.type === "and");
+  assert.deepEqual(tree.subConditions[0], {
+    type: "property",
+    session: false,
+    source: { kind: "text", column: "p.scope" },
+    test: { op: "eq", value: { type: "text", value: A } },
+    negated: false,
+  });
   // A stored date that has left the window names its path in the stored JSON.
-  const late = scopedCondition({
+  const late = segmentCondition({
     type: "profilePropertyCondition",
     parameterValues: {
       propertyName: "properties.renewal",
       comparisonOperator: "lessThan",
       propertyValueDateExpr: "now+1y",
     },
-  }, A);
+  });
   assert.throws(
-    () => storedCondition(late, A, new Date("9999-06-01T00:00:00Z")),
+    () => storedCondition(late, new Date("9999-06-01T00:00:00Z")),
     (err: unknown) =>
       err instanceof DomainError && err.kind === "invalid_condition" &&
-      err.message.includes(
-        "$.parameterValues.subConditions[1].parameterValues.propertyValueDateExpr",
-      ),
+      err.message.includes("$.parameterValues.propertyValueDateExpr"),
   );
 });
 
@@ -117,7 +120,7 @@ Deno.test("queryCondition: a caller's scope reference is refused, not stripped",
   );
 });
 
-Deno.test("scopedCondition, queryCondition: at most MAX_CONDITION_PATTERNS matchesRegex patterns", () => {
+Deno.test("segmentCondition, queryCondition: at most MAX_CONDITION_PATTERNS matchesRegex patterns", () => {
   const patterns = (n: number) => ({
     type: "booleanCondition",
     parameterValues: {
@@ -132,12 +135,11 @@ Deno.test("scopedCondition, queryCondition: at most MAX_CONDITION_PATTERNS match
       })),
     },
   });
-  const scope = "acme.myshopify.com";
-  assert.ok(scopedCondition(patterns(MAX_CONDITION_PATTERNS), scope));
+  assert.ok(segmentCondition(patterns(MAX_CONDITION_PATTERNS)));
   assert.ok(queryCondition(patterns(MAX_CONDITION_PATTERNS), "profile", NOW));
   for (
     const prepare of [
-      () => scopedCondition(patterns(MAX_CONDITION_PATTERNS + 1), scope),
+      () => segmentCondition(patterns(MAX_CONDITION_PATTERNS + 1)),
       () => queryCondition(patterns(MAX_CONDITION_PATTERNS + 1), "profile", NOW),
     ]
   ) {

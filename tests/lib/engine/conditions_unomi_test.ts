@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { DomainError } from "../../../lib/errors.ts";
 import {
   queryCondition,
-  scopedCondition,
+  segmentCondition,
   storedCondition,
 } from "../../../lib/engine/caller_condition.ts";
 import { compileCondition, type ItemType } from "../../../lib/engine/conditions.ts";
@@ -656,7 +656,7 @@ async function seed(sql: Sql): Promise<void> {
 async function members(sql: Sql, c: Case): Promise<string[]> {
   // A segment as stored, then read back for evaluation; a query as the query routes parse it.
   const condition = c.policy === "segment"
-    ? storedCondition(scopedCondition(c.condition, c.scope), c.scope, NOW).tree
+    ? storedCondition(segmentCondition(c.condition), NOW).tree
     : queryCondition(c.condition, c.itemType, NOW, "$");
   const where = condition === null
     ? sql`true`
@@ -705,7 +705,7 @@ Deno.test("Unomi 2.7 corpus: a scope predicate in a segment is dropped, as the m
   // queries-and-aggregations.adoc:85: the only sub-condition names the scope; as a segment it is
   // stripped, and nothing remains.
   assert.throws(
-    () => scopedCondition(and(session("scope", "equals", { propertyValue: "digitall" })), B),
+    () => segmentCondition(and(session("scope", "equals", { propertyValue: "digitall" }))),
     (err: unknown) =>
       err instanceof DomainError && /empty once the scope predicate is removed/.test(err.message),
   );

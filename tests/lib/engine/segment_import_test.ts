@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { importUnomiSegments } from "../../../lib/engine/segment_import.ts";
-import { getSegment, segmentMembers } from "../../../lib/engine/segments.ts";
+import { getSegment, segmentMembers, segmentView } from "../../../lib/engine/segments.ts";
 import type { Sql } from "../../../lib/store/db.ts";
 import { freshDatabase } from "../../test_support.ts";
 
@@ -112,8 +112,9 @@ Deno.test("segment import: Unomi definitions are created under the brand's scope
     const leads = await getSegment(sql, SCOPE, `seg__${SCOPE}__leads`);
     assert.equal(leads!.name, "Leads");
     assert.equal(leads!.description, LEADS.metadata.description);
-    // The brand's scope predicate, never Unomi's "systemscope".
-    assert.deepEqual(leads!.condition, {
+    // Stored under the brand's scope, shown with its predicate, never Unomi's "systemscope".
+    assert.deepEqual(leads!.condition, LEADS.condition);
+    assert.deepEqual(segmentView(leads!).condition, {
       type: "booleanCondition",
       parameterValues: {
         operator: "and",

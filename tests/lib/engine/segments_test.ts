@@ -12,15 +12,16 @@ import {
   openExport,
   openFullExport,
   type ReadBudget,
+  type Segment,
   segmentId,
   segmentMembers,
   segmentsOfProfile,
   segmentsOfProfiles,
-  type SegmentView,
+  segmentView,
   updateSegment,
 } from "../../../lib/engine/segments.ts";
-import { scopedCondition } from "../../../lib/engine/caller_condition.ts";
-import { type Condition, injectScopePredicate } from "../../../lib/engine/conditions.ts";
+import { segmentCondition } from "../../../lib/engine/caller_condition.ts";
+import { type Condition, scopePredicate } from "../../../lib/engine/conditions.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
@@ -102,13 +103,13 @@ function olderThan(age: number) {
 }
 
 /** A segment view of scope A (not stored: the member functions read only scope and condition). */
-function segment(raw: unknown, scope = A): SegmentView {
-  return { id: "seg", name: "s", scope, condition: scopedCondition(raw, scope) };
+function segment(raw: unknown, scope = A): Segment {
+  return { id: "seg", name: "s", scope, condition: segmentCondition(raw) };
 }
 
 async function memberIds(
   sql: Sql,
-  view: SegmentView,
+  view: Segment,
   page: { limit?: number; offset?: number; after?: string } = {},
 ): Promise<string[]> {
   const result = await segmentMembers(sql, view, { limit: 100, ...page, now: NOW });
@@ -124,7 +125,7 @@ function isHttp(status: number) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// segmentId, scopedCondition
+// segmentId, segmentCondition
 
 Deno.test("segmentId: a scope-namespaced slug of the key or name", () => {
   assert.equal(segmentId(A, "My Segment!"), `seg__${A}__my_segment`);
@@ -134,25 +135,25 @@ Deno.test("segmentId: a scope-namespaced slug of the key or name", () => {
   assert.throws(() => segmentId(A, "!!!"), isHttp(400));
 });
 
-Deno.test("scopedCondition: a tree over the limits once injected is refused when saved", async () => {
+Deno.test("segmentCondition: a tree over the limits once injected is refused when saved", async () => {
   const branches = (n: number) => ({
     type: "booleanCondition",
     parameterValues: { operator: "or", subConditions: Array.from({ length: n }, () => HAS_EMAIL) },
   });
   // 199 branches pass the caller's validation alone, but not once the predicate is injected.
   assert.throws(
-    () => scopedCondition(branches(199), A),
+    () => segmentCondition(branches(199)),
     (err: unknown) =>
       err instanceof DomainError && toHttpError(err).status === 400 &&
       toHttpError(err).code === "invalid_condition" &&
       err.message.includes("$.condition.parameterValues.subConditions[197]"),
   );
   // The largest accepted tree is one the export can compile and run.
-  const view: SegmentView = {
+  const view: Segment = {
     id: "seg",
     name: "s",
     scope: A,
-    condition: scopedCondition(branches(197), A),
+    condition: segmentCondition(branches(197)),
   };
   await withSeeded(async (sql) => {
     assert.deepEqual(
@@ -183,17 +184,22 @@ Deno.test("segments: the stored condition is byte for byte the one given, on cre
         select condition::text as text from segments where scope = ${A} and id = ${id}`;
       return row!.text;
     };
-    const condition = scopedCondition(ZOE, A);
+    const condition = segmentCondition(ZOE);
     await createSegment(sql, { scope: A, id, name: "Zoe", condition, now: NOW });
     assert.equal(await stored(), JSON.stringify(condition));
     assert.equal(
       JSON.stringify((await getSegment(sql, A, id))!.condition),
       JSON.stringify(condition),
     );
-    const next = scopedCondition(
-      { type: "notCondition", parameterValues: { subCondition: ZOE } },
-      A,
+    // Shown with the scope's predicate in front, from the scope column.
+    assert.equal(
+      JSON.stringify(segmentView((await getSegment(sql, A, id))!).condition),
+      `{"type":"booleanCondition","parameterValues":{"operator":"and","subConditions":[` +
+        `{"type":"profilePropertyCondition","parameterValues":{"propertyName":` +
+        `"properties.shopDomain","comparisonOperator":"equals","propertyValue":"${A}"}},` +
+        `${JSON.stringify(condition)}]}}`,
     );
+    const next = segmentCondition({ type: "notCondition", parameterValues: { subCondition: ZOE } });
     await updateSegment(sql, { scope: A, id, condition: next, now: NOW });
     assert.equal(await stored(), JSON.stringify(next));
     assert.equal(JSON.stringify((await getSegment(sql, A, id))!.condition), JSON.stringify(next));
@@ -203,7 +209,7 @@ Deno.test("segments: the stored condition is byte for byte the one given, on cre
 Deno.test("segments: create, get, update and list round-trip, per scope", async () => {
   await withSeeded(async (sql) => {
     const raw = ZOE;
-    const condition = scopedCondition(raw, A);
+    const condition = segmentCondition(raw);
     const id = segmentId(A, "Zoe");
     const created = await createSegment(sql, {
       scope: A,
@@ -228,14 +234,14 @@ Deno.test("segments: create, get, update and list round-trip, per scope", async 
       scope: B,
       id,
       name: "B's",
-      condition: scopedCondition(raw, B),
+      condition: segmentCondition(raw),
       now: NOW,
     });
     assert.equal(other.description, undefined);
     assert.equal("description" in other, false);
 
     // An update without name or description keeps them.
-    const next = scopedCondition(olderThan(25), A);
+    const next = segmentCondition(olderThan(25));
     assert.deepEqual(await updateSegment(sql, { scope: A, id, condition: next, now: NOW }), {
       ...expected,
       condition: next,
@@ -317,8 +323,12 @@ Deno.test("segmentMembers: membership equals countItems on the same condition, s
     }
     // B's own segment sees only B's profiles.
     assert.deepEqual(await memberIds(sql, segment(HAS_EMAIL, B)), ["p01", "p035", "p08"]);
-    // A condition bound to A, read in B's scope, matches nothing there.
-    assert.deepEqual(await memberIds(sql, { ...segment(MATCH_ALL), scope: B }), []);
+    // The stored tree holds no scope: the segment's scope column alone decides whose profiles.
+    assert.deepEqual(await memberIds(sql, { ...segment(MATCH_ALL), scope: B }), [
+      "p01",
+      "p035",
+      "p08",
+    ]);
   });
 });
 
@@ -409,7 +419,7 @@ Deno.test("countMembers: counts up to the cap", async () => {
 /** Opens an export page and reads it whole (which also ends its transaction). */
 async function exportPage(
   sql: Sql,
-  view: SegmentView,
+  view: Segment,
   page: { after?: string; limit: number },
 ): Promise<{ lastId: string | null; more: boolean; lines: Record<string, unknown>[] }> {
   const opened = await openExport(sql, view, { ...page, now: NOW, timeoutMs: 5000 });
@@ -618,18 +628,18 @@ Deno.test("openExport: a stored condition that cannot be evaluated is 502 upstre
   await withSeeded(async (sql) => {
     // Saved when the validator still took it (99 * 99 expansions), too complex for Postgres:
     // the validator refuses it now, so the segment, not the request, is at fault.
-    const view: SegmentView = {
+    const view: Segment = {
       id: "seg",
       name: "s",
       scope: A,
-      condition: injectScopePredicate({
+      condition: {
         type: "profilePropertyCondition",
         parameterValues: {
           propertyName: "properties.email",
           comparisonOperator: "matchesRegex",
           propertyValue: "((a?){99}){99}",
         },
-      }, A),
+      },
     };
     await assert.rejects(
       openExport(sql, view, { limit: 10, now: NOW, timeoutMs: 5000 }),
@@ -727,12 +737,12 @@ function recordedBudget(limit: number, timeoutMs = 5000) {
   return Object.assign(budget, { held: () => held });
 }
 
-async function store(sql: Sql, key: string, raw: unknown): Promise<SegmentView> {
+async function store(sql: Sql, key: string, raw: unknown): Promise<Segment> {
   return await createSegment(sql, {
     scope: A,
     id: segmentId(A, key),
     name: key,
-    condition: scopedCondition(raw, A),
+    condition: segmentCondition(raw),
     now: NOW,
   });
 }
@@ -742,7 +752,7 @@ async function storeUnchecked(sql: Sql, key: string, raw: Condition): Promise<vo
   await sql`
     insert into segments (scope, id, name, condition, created_at, updated_at)
     values (${A}, ${segmentId(A, key)}, ${key},
-            ${JSON.stringify(injectScopePredicate(raw, A))}::text::json, now(), now())`;
+            ${JSON.stringify(raw)}::text::json, now(), now())`;
 }
 
 /** The statements `sql` sends while `fn` runs (postgres.js reads its debug option per query). */
@@ -818,11 +828,16 @@ Deno.test("segmentsOfProfiles: one statement decides every segment for a set of 
         },
       },
     });
-    // A row written by older code, without the injected scope predicate: evaluated whole.
+    // A row of another shape, which migration 0020 left as it was (a scope predicate beside
+    // the tree): evaluated whole, the predicate reading the scope column.
+    const legacy = {
+      type: "booleanCondition",
+      parameterValues: { operator: "or", subConditions: [scopePredicate(B), olderThan(45)] },
+    };
     await sql`
       insert into segments (scope, id, name, description, condition, created_at, updated_at)
       values (${A}, ${segmentId(A, "legacy")}, 'legacy', null,
-              ${JSON.stringify(olderThan(45))}::text::json, ${NOW}, ${NOW})`;
+              ${JSON.stringify(legacy)}::text::json, ${NOW}, ${NOW})`;
     const budget = recordedBudget(1);
     let result: Map<string, { member: string[]; unknown: string[] }> | undefined;
     // p08 exists only in B, p99 nowhere: both belong to nothing here; p01 is asked twice.
@@ -1087,14 +1102,14 @@ Deno.test("countSegments: counts on the free permits only, never more at once; n
     // A count that fails is null; the others are made.
     // One stored before the cost rule, which the validator now refuses.
     const failing = { ...segment(MATCH_ALL), id: "bad" };
-    failing.condition = injectScopePredicate({
+    failing.condition = {
       type: "profilePropertyCondition",
       parameterValues: {
         propertyName: "properties.email",
         comparisonOperator: "matchesRegex",
         propertyValue: "((a?){99}){99}",
       },
-    }, A);
+    };
     assert.deepEqual(
       await countSegments(sql, [failing, views[3]!], {
         now: NOW,
@@ -1123,14 +1138,14 @@ Deno.test("createSegment: at most MAX_SEGMENTS_PER_BRAND per brand, a 400 naming
       scope: B,
       id: segmentId(B, "mine"),
       name: "mine",
-      condition: scopedCondition(HAS_EMAIL, B),
+      condition: segmentCondition(HAS_EMAIL),
       now: NOW,
     });
     assert.ok(
       await updateSegment(sql, {
         scope: A,
         id: segmentId(A, "last"),
-        condition: scopedCondition(MATCH_ALL, A),
+        condition: segmentCondition(MATCH_ALL),
         now: NOW,
       }),
     );

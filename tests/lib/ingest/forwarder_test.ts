@@ -13,6 +13,7 @@ import {
 import { migrate } from "../../../lib/store/migrations.ts";
 import { openStores } from "../../../lib/store/stores.ts";
 import { createQueueHandler, startForwarder } from "../../../lib/ingest/forwarder.ts";
+import { createOutboxQueue } from "../../../lib/ingest/outbox.ts";
 import { privatePostgresUnavailable, startPrivatePostgres } from "../../faults/private_postgres.ts";
 import {
   DATABASE_URL,
@@ -541,5 +542,56 @@ Deno.test("forwarder: a group that fails is applied message by message, so a fau
       "fulfilled",
     ]);
     assert.equal(await eventCount(sql), 3);
+  });
+});
+
+for (const kind of ["kv", "outbox"] as const) {
+  Deno.test(`forwarder (${kind} queue): afterApply gets each applied group's scope and profiles`, async () => {
+    await withForwarderStores(async (kv, sql, clock) => {
+      const queue = kind === "kv" ? kvQueue(kv) : createOutboxQueue(kv, { newId });
+      const engine = createEmbeddedEngine({ sql, now: clock.now });
+      const applied: { scope: string; profileIds: string[] }[] = [];
+      const listening = startForwarder({
+        queue,
+        engine,
+        now: clock.now,
+        afterApply: (group) => Promise.resolve(void applied.push(group)),
+      });
+      // A refused event's profile is not among those the group touched.
+      const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p9" };
+      await queue.accept({
+        brandId: "brand_1",
+        batch: message([pageView("p1"), pageView("p2"), pageView("p1"), bad]).batch,
+      });
+      await eventually(() => applied.length === 1);
+      assert.deepEqual(applied[0]!.scope, SCOPE);
+      assert.deepEqual(applied[0]!.profileIds.sort(), ["p1", "p2"]);
+      assert.equal(await readBacklog(kv), 0);
+      assert.equal(await eventCount(sql), 3);
+      assert.equal((await listDeadLetters(kv)).length, 1);
+      queue.stop();
+      kv.close();
+      await listening;
+    });
+  });
+}
+
+Deno.test("forwarder: an afterApply that fails is logged; the delivery succeeds, applied once", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    let calls = 0;
+    const handle = createQueueHandler({
+      queue: kvQueue(kv),
+      engine,
+      now: clock.now,
+      afterApply() {
+        calls++;
+        return Promise.reject(new Error("the hook's store is down"));
+      },
+    });
+    await handle(message([pageView("p1"), pageView("p2")]));
+    assert.equal(calls, 1);
+    assert.equal(await eventCount(sql), 2);
+    assert.deepEqual(await listDeadLetters(kv), []);
   });
 });

@@ -8,6 +8,9 @@ import {
   pendingMigrations,
 } from "../../../lib/store/migrations.ts";
 import { DATABASE_URL, eventually, freshDatabase } from "../../test_support.ts";
+import { segmentCondition } from "../../../lib/engine/caller_condition.ts";
+import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
+import { countMembers, getSegment, segmentView } from "../../../lib/engine/segments.ts";
 
 const PROBE: Migration = {
   version: 9999,
@@ -121,6 +124,62 @@ Deno.test("migrate: a database migrated by the version-17 build upgrades to this
   } finally {
     await upgraded.close();
     await fresh.close();
+  }
+});
+
+Deno.test("migrate: version 20 keeps only the caller's tree of each segment; GET shows what it showed", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  const A = "acme.myshopify.com";
+  const B = "other.myshopify.com";
+  try {
+    // A database as the build before version 20 left it, holding segments as it stored them.
+    await sql.unsafe("drop schema public cascade; create schema public").simple();
+    await migrate(sql, MIGRATIONS.filter((m) => m.version < 20));
+    const zoe = {
+      parameterValues: {
+        propertyValue: 'Zoë  "q" \u2028 ',
+        comparisonOperator: "equals",
+        propertyName: "properties.firstName",
+      },
+      type: "profilePropertyCondition",
+    };
+    const tree = segmentCondition({
+      type: "booleanCondition",
+      parameterValues: { operator: "or", subConditions: [zoe, { type: "matchAllCondition" }] },
+    });
+    // What the build before version 20 stored: the scope's predicate AND-injected in front.
+    const before = (scope: string) => JSON.stringify(injectScopePredicate(tree, scope));
+    const rows: [string, string, string][] = [
+      [A, "zoe", before(A)],
+      [B, "zoe", before(B)],
+      // Other shapes are left as they are: another scope's predicate in front, no predicate,
+      // the predicate and a third condition.
+      [A, "foreign", before(B)],
+      [A, "bare", JSON.stringify(tree)],
+      [A, "three", `${before(A).slice(0, -3)},{"type":"matchAllCondition"}]}}`],
+    ];
+    for (const [scope, key, text] of rows) {
+      await sql`
+        insert into segments (scope, id, name, condition, created_at, updated_at)
+        values (${scope}, ${`seg__${scope}__${key}`}, ${key}, ${text}::text::json, now(), now())`;
+    }
+    assert.deepEqual(await migrate(sql), [20]);
+    const stored = async (scope: string, key: string) =>
+      (await sql<{ text: string }[]>`
+        select condition::text as text from segments
+        where scope = ${scope} and id = ${`seg__${scope}__${key}`}`)[0]!.text;
+    assert.equal(await stored(A, "zoe"), JSON.stringify(tree));
+    assert.equal(await stored(B, "zoe"), JSON.stringify(tree));
+    for (const [scope, key, text] of rows.slice(2)) assert.equal(await stored(scope, key), text);
+    // GET shows the rewritten rows byte for byte as before, and they evaluate.
+    for (const scope of [A, B]) {
+      const segment = (await getSegment(sql, scope, `seg__${scope}__zoe`))!;
+      assert.equal(JSON.stringify(segmentView(segment).condition), before(scope));
+      assert.equal(await countMembers(sql, segment, new Date(), 10), 0);
+    }
+  } finally {
+    await database.close();
   }
 });
 

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { recordRejectedMessages } from "../../../lib/ingest/rejected_messages.ts";
 import { bumpBrandVersion } from "../../../lib/tenancy/brands.ts";
 import { newShopSyncState } from "../../../lib/shopify/shop_sync.ts";
@@ -643,14 +642,14 @@ Deno.test("segments and customer pages: a stored segment that no longer validate
     await ctx.sql`
       insert into segments (scope, id, name, condition, created_at, updated_at)
       values (${a.scope!}, ${broken}, 'Broken', ${
-      JSON.stringify(injectScopePredicate({
+      JSON.stringify({
         type: "profilePropertyCondition",
         parameterValues: {
           propertyName: "properties.email",
           comparisonOperator: "matchesRegex",
           propertyValue: "(.?){255}".repeat(22),
         },
-      }, a.scope!))
+      })
     }::text::json, now(), now())`;
     const list = await html(ctx, "/app/segments", s);
     assert.deepEqual(tableRows(list, "segments"), [
