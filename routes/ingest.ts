@@ -1,5 +1,7 @@
 /**
- * The browser pixel's ingest route (`/cdp/ingest`): no credential, tighter limits.
+ * The browser pixel's ingest route (`/cdp/ingest`): no credential, tighter limits. Its rules
+ * (Origin, per-client rate limit, body bound, only anonymous profiles written) are exported for
+ * the Shopify pixel's door (routes/shopify_pixel.ts).
  *
  * @module
  */
