@@ -11,7 +11,10 @@
  *    PostgreSQL answers at BENCH_DATABASE_URL, on a fresh database created for the run.
  *    The service runs with FORWARDER=off: like floor 2, nothing consumes the queue meanwhile.
  *    Then the Segment door of the same service (POST /v1/batch, the same events as `page`
- *    messages, a fresh KV store): its events/s against POST /cdp/events's (target 80%).
+ *    messages, a fresh KV store): its events/s against POST /cdp/events's (target 80%). And the
+ *    Shopify pixel door (POST /cdp/ingest/shopify, the same events as Shopify `page_viewed`
+ *    standard events, 20 per request: its bound) against POST /cdp/events with the same 20
+ *    events per request, alternated over BENCH_PIXEL_ROUNDS rounds (target 80%, medians).
  * 2. Forwarder. First the queues' own delivery rate (Deno KV's queue in memory and in a file, and
  *    the outbox; 50-event and full messages; a listener that only counts): the ceiling a queue
  *    puts on the forwarder. Then per traffic shape (every event a new profile; realistic: ten
@@ -42,7 +45,8 @@
  * (400), BENCH_SUSTAINED_SECONDS (60), BENCH_SUSTAINED_STORES (`PostgreSQL`; `PostgreSQL,PGlite`
  * for both), BENCH_PARTS (`edge,forwarder,sustained`: the parts to run; `edge` is 1 and 3, which
  * share the service's processes, `forwarder` is 2, `sustained` is 4, e.g. BENCH_PARTS=forwarder
- * for A/B runs of the engine alone).
+ * for A/B runs of the engine alone; `pixel` runs only the pixel door's comparison),
+ * BENCH_PIXEL_ROUNDS (3).
  */
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
@@ -77,6 +81,10 @@ const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.
 const REQUESTS = intEnv("BENCH_REQUESTS", 3000);
 /** The Segment door's events/s as a share (%) of POST /cdp/events's on the same service. */
 const SEGMENT_SHARE_TARGET = 80;
+/** The Shopify pixel door's events/s as a share (%) of POST /cdp/events's for the same events. */
+const PIXEL_SHARE_TARGET = 80;
+/** Alternated rounds of the pixel door and its reference (the median of each is reported). */
+const PIXEL_ROUNDS = intEnv("BENCH_PIXEL_ROUNDS", 3);
 const WARMUP = intEnv("BENCH_WARMUP", 300);
 const CONCURRENCY = intEnv("BENCH_CONCURRENCY", 32);
 const FORWARD_EVENTS = intEnv("BENCH_FORWARD_EVENTS", 20_000);
@@ -90,7 +98,7 @@ const PARTS = new Set(
   (Deno.env.get("BENCH_PARTS") ?? "edge,forwarder,sustained").split(","),
 );
 for (const part of PARTS) {
-  if (!["edge", "forwarder", "sustained"].includes(part)) {
+  if (!["edge", "pixel", "forwarder", "sustained"].includes(part)) {
     throw new Error(`BENCH_PARTS: unknown ${part}`);
   }
 }
@@ -271,6 +279,33 @@ function segmentBatch(events: WireEvent[]): string {
   });
 }
 
+/** Which door a load posts to: POST /cdp/events, the Segment door or the Shopify pixel door. */
+type Door = "segment" | "shopify";
+
+/**
+ * The same events as Shopify `page_viewed` standard events, as the web pixel sends them (the
+ * profile is `clientId`; every event a fresh Shopify event id).
+ */
+function shopifyBatch(events: WireEvent[]): string {
+  return JSON.stringify({
+    events: events.map((e) => ({
+      id: `sh-${newId()}`,
+      name: "page_viewed",
+      timestamp: new Date().toISOString(),
+      clientId: e.profileId,
+      context: {
+        document: {
+          location: { href: e.properties.url, pathname: new URL(e.properties.url).pathname },
+          referrer: "",
+          title: e.properties.title,
+        },
+        navigator: { userAgent: "Mozilla/5.0 (bench)", language: "en-US" },
+      },
+      data: {},
+    })),
+  });
+}
+
 // --- edge load ------------------------------------------------------------------------------
 
 interface LoadResult {
@@ -305,8 +340,13 @@ async function runLoad(
     onSampled?: (marker: Marker, acceptedAt: number) => void;
     /** Paced: request i is not sent before start + i / rate seconds (open-loop arrival). */
     rate?: number;
-    /** `segment`: the same events as Segment `page` messages to POST /v1/batch (answered 200). */
-    door?: "segment";
+    /**
+     * `segment`: the same events as Segment `page` messages to POST /v1/batch (answered 200);
+     * `shopify`: as Shopify's `page_viewed` standard events to POST /cdp/ingest/shopify.
+     */
+    door?: Door;
+    /** Events per request (default BATCH). */
+    batch?: number;
   },
 ): Promise<LoadResult> {
   const random = prng(options.seed);
@@ -326,18 +366,23 @@ async function runLoad(
         const due = started + (1000 * i) / options.rate;
         if (due > performance.now()) await sleep(due - performance.now());
       }
-      const events = wireEvents(random, BATCH);
+      const events = wireEvents(random, options.batch ?? BATCH);
       const marker = options.marker?.(i) ?? null;
       if (marker) Object.assign(events[0]!, marker);
       const segment = options.door === "segment";
-      const body = segment ? segmentBatch(events) : JSON.stringify({ events });
+      const body = segment
+        ? segmentBatch(events)
+        : options.door === "shopify"
+        ? shopifyBatch(events)
+        : JSON.stringify({ events });
+      const path = segment
+        ? "/v1/batch"
+        : options.door === "shopify"
+        ? `/cdp/ingest/shopify?shop=${SCOPE}`
+        : "/cdp/events";
       const t0 = performance.now();
       try {
-        const res = await fetch(`${url}${segment ? "/v1/batch" : "/cdp/events"}`, {
-          method: "POST",
-          headers,
-          body,
-        });
+        const res = await fetch(`${url}${path}`, { method: "POST", headers, body });
         const text = await res.text();
         const t1 = performance.now();
         latencies[done++] = t1 - t0;
@@ -392,7 +437,8 @@ async function measureEdge(
     onSampled: (marker: Marker, acceptedAt: number) => void;
   },
   paced?: { rate: number; count: number },
-  door?: "segment",
+  door?: Door,
+  batch = BATCH,
 ): Promise<EdgeRow> {
   // A paced phase warms up at its own pace: a burst would leave a backlog ahead of the samples.
   const warmup = paced ? Math.min(WARMUP, 2 * paced.rate) : WARMUP;
@@ -404,6 +450,7 @@ async function measureEdge(
     limitMs: LOAD_LIMIT_MS,
     rate: paced?.rate,
     door,
+    batch,
   });
   const count = paced?.count ?? REQUESTS;
   progress(
@@ -419,6 +466,7 @@ async function measureEdge(
     marker: sampling?.marker,
     onSampled: sampling?.onSampled,
     door,
+    batch,
   });
   const seconds = load.elapsedMs / 1000;
   const row: EdgeRow = {
@@ -429,7 +477,7 @@ async function measureEdge(
     errorSamples: [...warm.errorSamples, ...load.errorSamples].slice(0, 5),
     seconds,
     rps: load.requests / seconds,
-    eventsPerSecond: (load.accepted * BATCH) / seconds,
+    eventsPerSecond: (load.accepted * batch) / seconds,
     p50: percentile(load.latencies, 50),
     p99: percentile(load.latencies, 99),
     timedOut: load.timedOut || warm.timedOut,
@@ -551,6 +599,70 @@ class VisibilityProbe {
 }
 
 // --- the service ----------------------------------------------------------------------------
+
+/**
+ * The Shopify pixel door against POST /cdp/events for the same events: page views of the same
+ * profiles, MAX_PIXEL_BATCH (20) per request (the door's bound) on both, each run on main.ts with
+ * FORWARDER=off over a fresh KV store, alternated for PIXEL_ROUNDS rounds; the median of each.
+ */
+async function benchPixelDoor(
+  store: "PGlite" | "PostgreSQL",
+  databaseUrl: string,
+): Promise<{ events: EdgeRow; pixel: EdgeRow }> {
+  const name = `service (${store})`;
+  const dataDir = await tempDir("bench_ingest_pixel_");
+  const env = {
+    DATA_DIR: dataDir,
+    DATABASE_URL: databaseUrl,
+    RATE_LIMIT_PER_MINUTE: "100000000",
+    BRAND_RATE_LIMIT_PER_MINUTE: "100000000",
+    PIXEL_RATE_LIMIT_PER_MINUTE: "100000000",
+  };
+  progress(`${name}: provisioning a brand for the pixel door`);
+  const { brandId } = await provision({ ...env, KV_PATH: `${dataDir}/kv.sqlite3` });
+  const rows: { events: EdgeRow[]; pixel: EdgeRow[] } = { events: [], pixel: [] };
+  for (let round = 0; round < PIXEL_ROUNDS; round++) {
+    for (const door of ["events", "pixel"] as const) {
+      const roundEnv = { ...env, KV_PATH: `${dataDir}/kv_${door}_${round}.sqlite3` };
+      const key = await issueKey(roundEnv, brandId);
+      const label = door === "pixel"
+        ? `pixel door (20/request), ${name}`
+        : `POST /cdp/events (20/request), ${name}`;
+      const server = await spawnServer(label, ["run", "-A", "--unstable-kv", "main.ts"], {
+        ...roundEnv,
+        FORWARDER: "off",
+      });
+      try {
+        rows[door].push(
+          door === "pixel"
+            ? await measureEdge(
+              server,
+              store,
+              { origin: `https://${SCOPE}`, "content-type": "text/plain" },
+              undefined,
+              undefined,
+              "shopify",
+              20,
+            )
+            : await measureEdge(
+              server,
+              store,
+              { authorization: `Bearer ${key}` },
+              undefined,
+              undefined,
+              undefined,
+              20,
+            ),
+        );
+      } finally {
+        await server.stop();
+      }
+    }
+  }
+  const median = (list: EdgeRow[]) =>
+    [...list].sort((a, b) => a.eventsPerSecond - b.eventsPerSecond)[Math.floor(list.length / 2)]!;
+  return { events: median(rows.events), pixel: median(rows.pixel) };
+}
 
 async function provision(env: Record<string, string>): Promise<{ brandId: string; key: string }> {
   const admin = ["run", "-A", "--unstable-kv", "admin.ts"];
@@ -1373,6 +1485,14 @@ async function main(): Promise<number> {
     notes.push(`PostgreSQL at ${PG_URL} did not answer: its service and forwarder rows skipped.`);
   }
 
+  // 1d: the Shopify pixel door against POST /cdp/events, the same events, 20 per request.
+  const pixelDoors: { events: EdgeRow; pixel: EdgeRow }[] = [];
+  if (PARTS.has("edge") || PARTS.has("pixel")) {
+    pixelDoors.push(await benchPixelDoor("PGlite", ""));
+    if (admin) pixelDoors.push(await benchPixelDoor("PostgreSQL", await scratchDatabase(admin)));
+    for (const { events, pixel } of pixelDoors) edges.push(events, pixel);
+  }
+
   // 2: the queue's own delivery rate, then the forwarder, PostgreSQL then PGlite.
   const deliveries = PARTS.has("forwarder") ? await benchDelivery() : [];
   if (admin && PARTS.has("forwarder")) {
@@ -1427,6 +1547,18 @@ async function main(): Promise<number> {
         fmt(events.eventsPerSecond)
       } events/s)`,
       pass: share >= SEGMENT_SHARE_TARGET,
+    });
+  }
+  for (const { events, pixel } of pixelDoors) {
+    const share = (100 * pixel.eventsPerSecond) / events.eventsPerSecond;
+    verdicts.push({
+      target: `POST /cdp/ingest/shopify >= ${PIXEL_SHARE_TARGET}% of POST /cdp/events (events/s, ` +
+        `the same events, 20 per request, median of ${PIXEL_ROUNDS} alternated rounds)`,
+      subject: pixel.server,
+      measured: `${fmt(share, 1)}% (${fmt(pixel.eventsPerSecond)} of ${
+        fmt(events.eventsPerSecond)
+      } events/s)`,
+      pass: share >= PIXEL_SHARE_TARGET,
     });
   }
   for (const f of forwards.filter((f) => f.mode.startsWith("forwarder"))) {

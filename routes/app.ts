@@ -14,7 +14,8 @@ import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
 import { predictionRoutes } from "./predictions.ts";
 import { eventRoutes } from "./events.ts";
-import { ingestRoutes } from "./ingest.ts";
+import { ingestRoutes, PIXEL_DOOR_PATHS } from "./ingest.ts";
+import { shopifyPixelRoutes } from "./shopify_pixel.ts";
 import { keyRoutes } from "./keys.ts";
 import { metaRoutes } from "./meta.ts";
 import { productRoutes } from "./products.ts";
@@ -42,7 +43,7 @@ import { securityHeaders } from "../lib/http/security_headers.ts";
 import { ulidSource } from "../lib/ids.ts";
 
 // Routes under /cdp that do not take an API key (session tokens, or no credential at all).
-const _NOT_API_KEY_ROUTES = ["/cdp/ingest", "/cdp/keys", "/cdp/keys/*"];
+const _NOT_API_KEY_ROUTES = [...PIXEL_DOOR_PATHS, "/cdp/keys", "/cdp/keys/*"];
 // A brand changed by SQL by hand (not through the service or the CLI) is seen within this.
 const _BRAND_CACHE_TTL_MS = 60_000;
 
@@ -107,13 +108,13 @@ export function createApp(
     backlog: () => deps.queue.estimatedBacklog(),
   });
   app.use("/cdp/events", admission.middleware);
-  app.use("/cdp/ingest", admission.middleware);
+  for (const path of PIXEL_DOOR_PATHS) app.use(path, admission.middleware);
   for (const path of SEGMENT_POST_PATHS) app.use(path, admission.middleware);
   // The ingest routes carry their own, stricter limits: one buffering of a body is enough.
   app.use(
     except(
       // The operator API bounds its JSON itself and streams a command's FILE into it.
-      ["/cdp/events", "/cdp/ingest", "/admin/*", ...SEGMENT_POST_PATHS],
+      ["/cdp/events", ...PIXEL_DOOR_PATHS, "/admin/*", ...SEGMENT_POST_PATHS],
       bodyLimit({ maxBytes: deps.config.maxBodyBytes, timeoutMs: deps.config.bodyReadTimeoutMs }),
     ),
   );
@@ -186,6 +187,7 @@ export function createApp(
 
   app.route("/", eventRoutes(deps));
   app.route("/", ingestRoutes(deps));
+  app.route("/", shopifyPixelRoutes(deps));
   app.route("/", segmentApiRoutes(deps));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));

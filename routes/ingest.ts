@@ -1,12 +1,15 @@
 /**
- * The browser pixel's ingest route (`/cdp/ingest`): no credential, tighter limits.
+ * The browser pixel's ingest route (`/cdp/ingest`): no credential, tighter limits. Its rules
+ * (Origin, per-client rate limit, body bound, only anonymous profiles written) are exported for
+ * the Shopify pixel's door (routes/shopify_pixel.ts).
  *
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
 import { z as zod } from "zod";
 import type { AppDeps } from "../lib/http/app_env.ts";
-import { findPixelShop, parseShopDomain } from "../lib/tenancy/brands.ts";
+import type { Context } from "hono";
+import { findPixelShop, parseShopDomain, type PixelShop } from "../lib/tenancy/brands.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { PIXEL_NOT_ANONYMOUS } from "../lib/engine/apply_events.ts";
 import { identifiedProfileIds } from "../lib/engine/profiles.ts";
@@ -88,61 +91,95 @@ const pixelIngest = createRoute({
   },
 });
 
+/** The door of Shopify's standard events (routes/shopify_pixel.ts). */
+export const SHOPIFY_PIXEL_PATH = "/cdp/ingest/shopify";
+/** The credential-free storefront doors: the pixel proxy and Shopify's standard events. */
+export const PIXEL_DOOR_PATHS = ["/cdp/ingest", SHOPIFY_PIXEL_PATH] as const;
+
 /** The credential-free storefront pixel proxy. */
 export function ingestRoutes(deps: AppDeps) {
   const router = newRouter();
-  router.use(
-    "/cdp/ingest",
-    bufferBody({ maxBytes: MAX_PIXEL_BODY_BYTES, timeoutMs: deps.config.bodyReadTimeoutMs }),
-  );
+  router.use("/cdp/ingest", pixelBody(deps));
   router.openapi(pixelIngest, async (c) => {
-    const shop = parseShopDomain(c.req.valid("query").shop);
-    const origin = c.req.header("origin");
-    const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
-    // A shop that is not connected (unknown, disconnected, disabled) is answered as a connected
-    // one would be, its events validated, counted as accepted and dropped: nobody learns which
-    // shops are connected. Its own origin is https://<shop>; only a connected shop has more.
-    const origins = pixelShop?.origins ?? (shop ? [`https://${shop}`] : []);
-    if (!shop || !origin || !origins.includes(origin)) {
-      throw new HttpError(403, "forbidden", "this origin may not send events for that shop");
-    }
-    c.header("Access-Control-Allow-Origin", origin);
-    c.header("Vary", "Origin");
-
-    const client = clientAddress(c, deps.config.trustProxy);
-    const policy = { name: "pixel", limit: deps.config.pixelRateLimitPerMinute, windowMs: 60_000 };
-    const limited = await hitRateLimit(deps.kv, policy, `${shop}|${client}`, deps.now());
-    if (!limited.allowed) {
-      throw new HttpError(429, "rate_limited", "too many events from this client; slow down", {
-        headers: { "Retry-After": String(limited.retryAfterSeconds) },
-      });
-    }
-
+    const { shop, pixelShop } = await openPixelDoor(c, deps, c.req.valid("query").shop);
     const validated = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: MAX_PIXEL_BATCH,
       newId: deps.newId,
       check: (event) => _pixelCheck(event) ?? deps.engine.checkEvent(event),
     });
-    // Asked whether the shop is connected or not, so that both answers cost the same lookup; only
-    // a connected shop's profiles are the caller's to be told about. The engine checks again,
-    // under the profile's lock, when it applies the event.
-    const identified = await identifiedProfileIds(deps.sql, shop, [
-      ...new Set(validated.accepted.map((a) => a.event.profileId)),
-    ]);
-    const accepted: AcceptedEvent[] = [];
-    const rejected: Rejection[] = [...validated.rejected];
-    for (const a of validated.accepted) {
-      if (!pixelShop || !identified.has(a.event.profileId)) accepted.push(a);
-      else {
-        const path = jsonPath(["events", a.index, "profileId"]);
-        rejected.push({ index: a.index, errors: [{ path, message: PIXEL_NOT_ANONYMOUS }] });
-      }
-    }
-    rejected.sort((a, b) => a.index - b.index);
+    const { accepted, rejected } = await keepAnonymous(deps, shop, pixelShop, validated);
     if (pixelShop) await acceptEvents(deps, pixelShop, "pixel", accepted);
     return c.json({ accepted: accepted.length, rejected, scope: shop }, 202);
   });
   return router;
+}
+
+/** A storefront door's body: buffered under the door's own, small bound. */
+export function pixelBody(deps: AppDeps) {
+  return bufferBody({ maxBytes: MAX_PIXEL_BODY_BYTES, timeoutMs: deps.config.bodyReadTimeoutMs });
+}
+
+/**
+ * The storefront doors' rules: the request's Origin must be one of the shop's origins, and each
+ * client (shop and address) has a rate limit. Returns the shop and, when it is connected, its
+ * brand. A shop that is not connected (unknown, disconnected, disabled) is answered as a connected
+ * one would be, its events validated, counted as accepted and dropped: nobody learns which shops
+ * are connected. Its own origin is https://<shop>; only a connected shop has more.
+ */
+export async function openPixelDoor(
+  c: Context,
+  deps: AppDeps,
+  shopParam: string,
+): Promise<{ shop: string; pixelShop: PixelShop | null }> {
+  const shop = parseShopDomain(shopParam);
+  const origin = c.req.header("origin");
+  const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
+  const origins = pixelShop?.origins ?? (shop ? [`https://${shop}`] : []);
+  if (!shop || !origin || !origins.includes(origin)) {
+    throw new HttpError(403, "forbidden", "this origin may not send events for that shop");
+  }
+  c.header("Access-Control-Allow-Origin", origin);
+  c.header("Vary", "Origin");
+
+  const client = clientAddress(c, deps.config.trustProxy);
+  const policy = { name: "pixel", limit: deps.config.pixelRateLimitPerMinute, windowMs: 60_000 };
+  const limited = await hitRateLimit(deps.kv, policy, `${shop}|${client}`, deps.now());
+  if (!limited.allowed) {
+    throw new HttpError(429, "rate_limited", "too many events from this client; slow down", {
+      headers: { "Retry-After": String(limited.retryAfterSeconds) },
+    });
+  }
+  return { shop, pixelShop };
+}
+
+/**
+ * Of a storefront door's validated events, those naming an identified profile (server, merged or
+ * an alias) are rejected: a storefront door writes only anonymous profiles. Rejections come
+ * sorted by index.
+ */
+export async function keepAnonymous(
+  deps: AppDeps,
+  shop: string,
+  pixelShop: PixelShop | null,
+  validated: { accepted: AcceptedEvent[]; rejected: Rejection[] },
+): Promise<{ accepted: AcceptedEvent[]; rejected: Rejection[] }> {
+  // Asked whether the shop is connected or not, so that both answers cost the same lookup; only
+  // a connected shop's profiles are the caller's to be told about. The engine checks again,
+  // under the profile's lock, when it applies the event.
+  const identified = await identifiedProfileIds(deps.sql, shop, [
+    ...new Set(validated.accepted.map((a) => a.event.profileId)),
+  ]);
+  const accepted: AcceptedEvent[] = [];
+  const rejected: Rejection[] = [...validated.rejected];
+  for (const a of validated.accepted) {
+    if (!pixelShop || !identified.has(a.event.profileId)) accepted.push(a);
+    else {
+      const path = jsonPath(["events", a.index, "profileId"]);
+      rejected.push({ index: a.index, errors: [{ path, message: PIXEL_NOT_ANONYMOUS }] });
+    }
+  }
+  rejected.sort((a, b) => a.index - b.index);
+  return { accepted, rejected };
 }
 
 /** Pixel-only rules on top of the engine's schema check. */

@@ -13,10 +13,13 @@ import { parseShopifyJson } from "../lib/shopify/order_mapping.ts";
 import {
   applyWebhook,
   importWebhookKey,
+  ORDER_TOPICS,
   verifyShopifyHmac,
   WEBHOOK_TOPICS,
 } from "../lib/shopify/webhooks.ts";
 import { recordWebhookReceipt } from "../lib/shopify/webhook_receipts.ts";
+import { queueStitchIfClaimed } from "../lib/shopify/pixel_claims.ts";
+import { shopifyNumericId } from "../lib/ingest/shopify_pixel_spec.ts";
 
 // Documented, never rejected here: the signature is checked before any header is judged.
 const _header = (example: string, description: string) =>
@@ -149,6 +152,19 @@ export function webhookRoutes(deps: AppDeps) {
       payload: payload as Record<string, unknown>,
       bodyDigest: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join(""),
     });
+    // An order from Shopify confirms the storefront claims waiting for it. Its retries (a
+    // duplicate) ask again, so a failure to queue the stitch is not lost.
+    if (
+      (ORDER_TOPICS as readonly string[]).includes(topic!.toLowerCase()) &&
+      result.outcome !== "ignored"
+    ) {
+      const order = payload as Record<string, unknown>;
+      await queueStitchIfClaimed(
+        deps,
+        shop,
+        shopifyNumericId(order.id) ?? shopifyNumericId(order.admin_graphql_api_id),
+      );
+    }
     await recordWebhookReceipt(deps.kv, shop, {
       topic: topic!.toLowerCase(),
       webhookId: webhookId!,

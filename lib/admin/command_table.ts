@@ -12,6 +12,7 @@ import { deadLetterCommands } from "./deadletter_commands.ts";
 import { importCommands } from "./import_commands.ts";
 import { insightsCommands } from "./insights_commands.ts";
 import { rejectedCommands } from "./rejected_commands.ts";
+import { pixelCommands } from "./pixel_commands.ts";
 import { schemaCommands } from "./schema_commands.ts";
 import { segmentCommands } from "./segment_commands.ts";
 import { shopCommands } from "./shop_commands.ts";
@@ -27,4 +28,5 @@ export const COMMANDS: Commands = {
   ...rejectedCommands,
   ...schemaCommands,
   ...appCommands,
+  ...pixelCommands,
 };

@@ -200,17 +200,19 @@ export function validateBatch(
 
 /**
  * The edge's checks for events a door built itself from another spec's messages (the Segment
- * door): values storage refuses, the per-event size limit and `check` (the engine's
- * `checkEvent`). Each event keeps the index of the message it came from.
+ * and Shopify pixel doors): values storage refuses, the per-event size limit and `check` (the
+ * engine's `checkEvent`). Each event keeps the index of the message it came from; rejections'
+ * paths are under `$.<container>[index]`.
  */
 export function validateBuiltEvents(
   events: { index: number; event: IngestEvent }[],
   check: (event: IngestEvent) => { error: string; field?: string } | null,
+  container = "batch",
 ): { accepted: AcceptedEvent[]; rejected: Rejection[] } {
   const accepted: AcceptedEvent[] = [];
   const rejected: Rejection[] = [];
   for (const { index, event } of events) {
-    const unstorable = unstorableValues(event, ["batch", index]);
+    const unstorable = unstorableValues(event, [container, index]);
     if (unstorable.length > 0) {
       rejected.push({ index, errors: unstorable });
       continue;
@@ -220,7 +222,7 @@ export function validateBuiltEvents(
       rejected.push({
         index,
         errors: [{
-          path: jsonPath(["batch", index]),
+          path: jsonPath([container, index]),
           message: `event exceeds ${MAX_EVENT_BYTES} bytes`,
         }],
       });
@@ -230,7 +232,7 @@ export function validateBuiltEvents(
     if (problem) {
       rejected.push({
         index,
-        errors: [{ path: jsonPath(["batch", index]), message: problem.error }],
+        errors: [{ path: jsonPath([container, index]), message: problem.error }],
       });
     } else accepted.push({ index, event, storedBytes: sized.stored });
   }

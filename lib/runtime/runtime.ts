@@ -17,6 +17,7 @@ import { createOutboxQueue } from "../ingest/outbox.ts";
 import { createKvQueue, type IngestQueue } from "../ingest/queue.ts";
 import { shopSyncDeps } from "../shopify/shop_sync.ts";
 import { createShopSyncJob } from "../shopify/shop_sync_job.ts";
+import { createPixelStitchJob } from "../shopify/pixel_claims.ts";
 import type { Database, Sql } from "../store/db.ts";
 import { openStores } from "../store/stores.ts";
 
@@ -31,7 +32,7 @@ export interface Runtime {
   now: () => Date;
   newId: () => string;
   /**
-   * Starts the forwarder on the queue (with the `shop_sync` and `predictions_fit` jobs); settles when the runtime
+   * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch` and `predictions_fit` jobs); settles when the runtime
    * closes. `wakeMs`: for a forwarder in a process of its own (see `createKvQueue`).
    */
   startForwarder(options?: { wakeMs?: number }): Promise<void>;
@@ -75,6 +76,7 @@ export async function openRuntime(
             shopSyncDeps(stores, config),
             (brandId) => enqueuePredictionsFit(queue, brandId, now()),
           ),
+          pixel_stitch: createPixelStitchJob({ sql: stores.sql, now }),
           predictions_fit: createPredictionsFitJob({
             sql: stores.sql,
             kv: stores.kv,

@@ -338,14 +338,15 @@ function _effect(
         await tx`delete from revenue_month_summaries where brand_id = ${brandId}`;
         await tx`delete from rfm_cell_summaries where brand_id = ${brandId}`;
         await tx`delete from insight_snapshots where brand_id = ${brandId}`;
-        // The engine's data of the shop (its scope): events, sessions, profiles, aliases and
-        // segment definitions.
+        // The engine's data of the shop (its scope): events, sessions, profiles, aliases,
+        // segment definitions and the storefront's stitching claims.
         const scope = delivery.shop;
         await tx`delete from events where scope = ${scope}`;
         await tx`delete from sessions where scope = ${scope}`;
         await tx`delete from profile_aliases where scope = ${scope}`;
         await tx`delete from profiles where scope = ${scope}`;
         await tx`delete from segments where scope = ${scope}`;
+        await tx`delete from pixel_claims where scope = ${scope}`;
         await _disconnect(tx, brandId, base.now, { clearToken: true });
         await markInsightsChanged(tx, brandId);
         return { outcome: "applied" };
@@ -504,6 +505,12 @@ async function _redactCustomer(
            where brand_id = ${input.brandId} and contact_id = any(${contactIds}::text[])`;
   await tx`delete from contacts where brand_id = ${input.brandId} and id = any(${contactIds}::text[])`;
   await _redactProfiles(tx, input);
+  // The storefront's claims naming the customer (by email, or on one of the orders).
+  await tx`
+    delete from pixel_claims
+    where scope = ${input.scope}
+      and ((${input.email}::text is not null and email = lower(${input.email}))
+        or order_id = any(${input.orderIds}::text[]))`;
   // The brand's insight summaries drop the customer at their next refresh (they hold no personal
   // field, and an erased contact can no longer be looked up or listed as at risk).
   await markInsightsChanged(tx, input.brandId);

@@ -26,6 +26,7 @@ import { profilePredictions } from "./migrations/0019_profile_predictions.ts";
 import { predictionModels } from "./migrations/0021_prediction_models.ts";
 import { sessionProperties } from "./migrations/0022_session_properties.ts";
 import { segmentsStoreCallerTree } from "./migrations/0020_segments_store_caller_tree.ts";
+import { pixelClaims } from "./migrations/0023_pixel_claims.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -58,6 +59,7 @@ export const MIGRATIONS: readonly Migration[] = [
   predictionModels,
   sessionProperties,
   segmentsStoreCallerTree,
+  pixelClaims,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.
