@@ -167,3 +167,8 @@ export function predictionsKey(brandId: string): Deno.KvKey {
 export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
   return ["predictions_fit_queued", brandId];
 }
+
+/** POSTs to a brand's destinations in one minute window (lib/audiences/delivery_rate.ts). */
+export function destinationRateKey(brandId: string, minute: number): Deno.KvKey {
+  return ["destination_rate", brandId, minute];
+}

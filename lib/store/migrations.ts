@@ -24,6 +24,7 @@ import { contactsBrandCheckHashJoin } from "./migrations/0017_contacts_brand_che
 import { integrationsRedactedAt } from "./migrations/0018_integrations_redacted_at.ts";
 import { profilePredictions } from "./migrations/0019_profile_predictions.ts";
 import { segmentMembership } from "./migrations/0024_segment_membership.ts";
+import { destinations } from "./migrations/0025_destinations.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -54,6 +55,7 @@ export const MIGRATIONS: readonly Migration[] = [
   integrationsRedactedAt,
   profilePredictions,
   segmentMembership,
+  destinations,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.
