@@ -8,6 +8,8 @@
  * @module
  */
 import type { Config } from "../config.ts";
+import { deliverDue } from "../audiences/delivery.ts";
+import { type DeliveryLoop, startDeliveryLoop } from "../audiences/delivery_loop.ts";
 import { ulidSource } from "../ids.ts";
 import { createPredictionsFitJob, enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
 import type { Engine } from "../engine/engine.ts";
@@ -31,10 +33,13 @@ export interface Runtime {
   now: () => Date;
   newId: () => string;
   /**
-   * Starts the forwarder on the queue (with the `shop_sync` and `predictions_fit` jobs); settles when the runtime
-   * closes. `wakeMs`: for a forwarder in a process of its own (see `createKvQueue`).
+   * Starts the forwarder on the queue (with the `shop_sync` and `predictions_fit` jobs) and the
+   * destinations' delivery timer beside it; settles when the runtime closes. `wakeMs`: for a
+   * forwarder in a process of its own (see `createKvQueue`).
    */
   startForwarder(options?: { wakeMs?: number }): Promise<void>;
+  /** Makes one delivery pass to the destinations now (the Deno Deploy cron's). */
+  deliverDestinations(): Promise<void>;
   /** Stops consuming and closes the stores; a delivery in flight is redelivered later. */
   close(): Promise<void>;
 }
@@ -53,6 +58,14 @@ export async function openRuntime(
   const now = () => new Date();
   const queue = createIngestQueue(stores.kv, config, newId);
   const engine = createEmbeddedEngine({ sql: stores.sql, now });
+  const deliveryDeps = {
+    sql: stores.sql,
+    kv: stores.kv,
+    now,
+    newId,
+    settings: config.destinations,
+  };
+  let delivery: DeliveryLoop | null = null;
   return {
     config,
     kv: stores.kv,
@@ -63,6 +76,7 @@ export async function openRuntime(
     now,
     newId,
     startForwarder(forwarderOptions = {}) {
+      delivery ??= startDeliveryLoop(deliveryDeps);
       return startForwarder({
         queue,
         engine,
@@ -84,9 +98,15 @@ export async function openRuntime(
         },
       });
     },
+    async deliverDestinations() {
+      // Without the timer (FORWARDER=off), one pass of its own.
+      if (delivery) await delivery.pass();
+      else await deliverDue(deliveryDeps);
+    },
     async close() {
       // Closing KV ends Deno KV's listener; the outbox's is stopped first.
       queue.stop();
+      await delivery?.stop();
       await stores.close();
     },
   };
