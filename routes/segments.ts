@@ -4,6 +4,7 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
+import { enqueueSegmentRefresh } from "../lib/audiences/jobs.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { requireScope } from "../lib/http/auth.ts";
 import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
@@ -22,6 +23,7 @@ import {
   updateSegment,
 } from "../lib/engine/segments.ts";
 import { HttpError } from "../lib/http/errors.ts";
+import { log } from "../lib/log.ts";
 import {
   apiKeySecurity,
   conflictResponse,
@@ -303,6 +305,7 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
         condition,
         now: deps.now(),
       });
+      await _refreshMembers(deps, scope, segment.id);
       return c.json({ id: segment.id, name: segment.name, scope }, 200);
     })
     .openapi(list, async (c) => {
@@ -330,6 +333,7 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
         now: deps.now(),
       });
       if (!segment) throw notFound();
+      await _refreshMembers(deps, scope, segment.id);
       return c.json({ id: segment.id, name: segment.name, scope }, 200);
     })
     .openapi(members, async (c) => {
@@ -411,6 +415,16 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       // A streamed NDJSON body is outside what the typed route helper can express.
       return c.body(page.lines, 200) as never;
     });
+}
+
+/**
+ * Queues the segment's full membership diff (lib/audiences). The definition is stored already:
+ * should the queue refuse, the log says so and the next change or sweep catches up, rather than
+ * the caller being told a stored segment failed.
+ */
+async function _refreshMembers(deps: AppDeps, scope: string, segmentId: string): Promise<void> {
+  const queued = await enqueueSegmentRefresh(deps.queue, scope, segmentId).catch(() => false);
+  if (!queued) (deps.log ?? log)("error", "segment membership refresh not queued", { segmentId });
 }
 
 function _throw(err: Error): never {

@@ -167,3 +167,8 @@ export function predictionsKey(brandId: string): Deno.KvKey {
 export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
   return ["predictions_fit_queued", brandId];
 }
+
+/** Set while a sweep of the time-driven segments waits or runs (value: when it was queued). */
+export function membershipSweepQueuedKey(): Deno.KvKey {
+  return ["membership_sweep_queued"];
+}
