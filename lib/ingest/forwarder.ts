@@ -28,6 +28,12 @@ export interface ForwarderDeps {
   outageWaitMs?: number;
   /** Handlers of other message kinds by kind (`shop_sync`), outside the slots; each idempotent. */
   jobs?: Record<string, (message: unknown) => Promise<void>>;
+  /**
+   * Called after each applied message or group, before its delivery completes (so a redelivery
+   * calls it again), with the scope and the profile ids its events named: segment membership
+   * (lib/audiences). Its failure is logged and never fails the delivery.
+   */
+  afterApply?: (applied: { scope: string; profileIds: string[] }) => Promise<void>;
 }
 
 /** At most this many messages, and this many events, apply in one group's transaction. */
@@ -146,6 +152,7 @@ async function _forwardGroup(
         () => applyGroup(group.map((w) => w.message.batch)),
       );
       for (const [i, w] of group.entries()) await _deadLetterRefused(deps, w.message, results[i]!);
+      await _afterApply(deps, group.map((w) => w.message.batch));
       await deps.queue.retire(group.map((w) => w.message.id));
       for (const w of group) w.resolve();
       return;
@@ -170,9 +177,22 @@ async function _forwardGroup(
 async function _forwardOne(deps: ForwarderDeps, message: EventsMessage): Promise<void> {
   const results = await _whenReachable(deps, () => deps.engine.applyEvents(message.batch));
   await _deadLetterRefused(deps, message, results);
+  await _afterApply(deps, [message.batch]);
   // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
   // nothing twice and retires the message then.
   await deps.queue.retire([message.id]);
+}
+
+/** Runs the `afterApply` hook for batches of one scope; a failure is logged, never thrown. */
+async function _afterApply(deps: ForwarderDeps, batches: EventBatch[]): Promise<void> {
+  if (!deps.afterApply) return;
+  const scope = batches[0]!.scope;
+  const profileIds = [...new Set(batches.flatMap((b) => b.events.map((e) => e.profileId)))];
+  try {
+    await deps.afterApply({ scope, profileIds });
+  } catch (err) {
+    log("error", "after-apply hook failed", { scope, error: String(err) });
+  }
 }
 
 async function _whenReachable<T>(deps: ForwarderDeps, apply: () => Promise<T>): Promise<T> {

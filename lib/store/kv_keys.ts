@@ -172,3 +172,8 @@ export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
 export function destinationRateKey(brandId: string, minute: number): Deno.KvKey {
   return ["destination_rate", brandId, minute];
 }
+
+/** Set while a sweep of the time-driven segments waits or runs (value: when it was queued). */
+export function membershipSweepQueuedKey(): Deno.KvKey {
+  return ["membership_sweep_queued"];
+}
