@@ -9,6 +9,7 @@ import { appCommands } from "./app_commands.ts";
 import { brandCommands } from "./brand_commands.ts";
 import type { Commands } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
+import { destinationCommands } from "./destination_commands.ts";
 import { importCommands } from "./import_commands.ts";
 import { insightsCommands } from "./insights_commands.ts";
 import { schemaCommands } from "./schema_commands.ts";
@@ -23,6 +24,7 @@ export const COMMANDS: Commands = {
   ...shopCommands,
   ...insightsCommands,
   ...deadLetterCommands,
+  ...destinationCommands,
   ...schemaCommands,
   ...appCommands,
 };
