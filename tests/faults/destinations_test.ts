@@ -114,9 +114,13 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
       () => range(0, 10).every((p) => entered().has(p)),
       60_000,
     );
-    // 3. A database restart right after events are accepted, the receiver failing meanwhile.
+    // 3. A database restart while deliveries wait in it (the receiver failing meanwhile). The
+    // changes are in the log first: membership kept through an outage is aud-members' to test.
     receiver.respond = 503;
+    const before = receiver.received.length;
     await qualify(range(10, 20));
+    await _eventually("p10..p19 in the log", async () => (await _logged(sql, segment.id)) === 20);
+    await _eventually("a failed attempt", () => receiver.received.length > before);
     await pg.stop("immediate");
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     await pg.start();
@@ -168,6 +172,12 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     await pg.remove();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
+}
+
+async function _logged(sql: postgres.Sql, segmentId: string): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from segment_changes where segment_id = ${segmentId}`;
+  return row!.n;
 }
 
 interface _Process {
