@@ -19,8 +19,11 @@ import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts
 let queue: IngestQueue | null = null;
 // The daily refit of every brand's predictions (docs/commerce.md), queued once the stores are open.
 let refitAll: (() => Promise<void>) | null = null;
+// A delivery pass to the destinations (docs/audiences.md#delivery), for when no instance is alive.
+let deliver: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => queue?.drained());
+  Deno.cron("deliver to destinations", "* * * * *", () => deliver?.());
   Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
 }
 
@@ -28,6 +31,10 @@ const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);
 const runtime = await openRuntime(config, { serve: true }).catch(failStart);
 queue = runtime.queue;
+deliver = () =>
+  runtime.deliverDestinations().catch((err) =>
+    log("error", "destination delivery pass failed", { error: String(err) })
+  );
 refitAll = () =>
   enqueueAllPredictionsFits({ sql: runtime.sql, queue: runtime.queue }, runtime.now()).then(
     (queued) => log("info", "daily predictions refit queued", { brands: queued }),

@@ -57,6 +57,13 @@ const envSchema = z.object({
   PREDICTIONS_MIN_CUSTOMERS: z.coerce.number().int().min(1).default(500),
   PREDICTIONS_MIN_HISTORY_DAYS: z.coerce.number().int().min(0).max(3650).default(180),
   CLV_DISCOUNT_RATE: z.coerce.number().min(0).max(1).default(0),
+  DESTINATIONS_ALLOW_PRIVATE: z.enum(["true", "false"]).default("false"),
+  MAX_DESTINATIONS_PER_BRAND: z.coerce.number().int().min(1).max(1000).default(20),
+  DESTINATION_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(600),
+  DESTINATION_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  DESTINATION_RETRY_SECONDS: z.coerce.number().int().min(1).max(7 * 86400).default(86400),
+  DESTINATION_BACKOFF_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  DESTINATION_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
 });
 
 /** Validated service configuration. */
@@ -127,6 +134,26 @@ export interface Config {
   ingestSoftBacklog: number;
   /** What a brand needs for predictions (docs/commerce.md): customers with orders, days of history. */
   predictions: { minCustomers: number; minHistoryDays: number; clvDiscountRate: number };
+  /** Webhook destinations and their delivery (docs/audiences.md#delivery). */
+  destinations: DestinationSettings;
+}
+
+/** How destinations are bounded and delivered to. */
+export interface DestinationSettings {
+  /** `http` and private, loopback or link-local addresses allowed (development and tests). */
+  allowPrivate: boolean;
+  /** Destinations one brand may have. */
+  maxPerBrand: number;
+  /** POSTs (attempts) per brand per minute, over all its destinations. */
+  ratePerMinute: number;
+  /** How long a receiver has to answer one POST. */
+  timeoutMs: number;
+  /** How long a delivery is retried before it is dead-lettered. */
+  retryMs: number;
+  /** The first retry's delay; each next one doubles it (at most an hour). */
+  backoffMs: number;
+  /** How often a delivering process looks for new changes and due retries. */
+  pollMs: number;
 }
 
 /** An environment that does not validate, with the variables at fault. */
@@ -207,6 +234,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       minCustomers: e.PREDICTIONS_MIN_CUSTOMERS,
       minHistoryDays: e.PREDICTIONS_MIN_HISTORY_DAYS,
       clvDiscountRate: e.CLV_DISCOUNT_RATE,
+    },
+    destinations: {
+      allowPrivate: e.DESTINATIONS_ALLOW_PRIVATE === "true",
+      maxPerBrand: e.MAX_DESTINATIONS_PER_BRAND,
+      ratePerMinute: e.DESTINATION_RATE_LIMIT_PER_MINUTE,
+      timeoutMs: e.DESTINATION_TIMEOUT_MS,
+      retryMs: e.DESTINATION_RETRY_SECONDS * 1000,
+      backoffMs: e.DESTINATION_BACKOFF_MS,
+      pollMs: e.DESTINATION_POLL_MS,
     },
   };
 }

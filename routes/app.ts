@@ -21,6 +21,7 @@ import { metaRoutes } from "./meta.ts";
 import { productRoutes } from "./products.ts";
 import { profileRoutes } from "./profiles.ts";
 import { queryRoutes } from "./query.ts";
+import { destinationRoutes } from "./destinations.ts";
 import { segmentRoutes } from "./segments.ts";
 import { SEGMENT_POST_PATHS, segmentApiRoutes, segmentBody, segmentCredential } from "./segment.ts";
 import { webhookRoutes } from "./webhooks.ts";
@@ -194,6 +195,7 @@ export function createApp(
   // One brand's heavy reads (every read evaluating its conditions) take at most half the pool.
   const heavyReads = createBrandConcurrency(deps.sql.options.max);
   app.route("/", segmentRoutes(deps, { heavyReads }));
+  app.route("/", destinationRoutes(deps));
   app.route("/", queryRoutes(deps, { heavyReads }));
   app.route("/", commerceRoutes(deps));
   app.route("/", productRoutes(deps));

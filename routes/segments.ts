@@ -4,6 +4,8 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
+import { readChanges } from "../lib/audiences/feed.ts";
+import { enqueueSegmentRefresh } from "../lib/audiences/jobs.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { requireScope } from "../lib/http/auth.ts";
 import type { BrandConcurrency } from "../lib/http/brand_concurrency.ts";
@@ -23,6 +25,7 @@ import {
   updateSegment,
 } from "../lib/engine/segments.ts";
 import { HttpError } from "../lib/http/errors.ts";
+import { log } from "../lib/log.ts";
 import {
   apiKeySecurity,
   conflictResponse,
@@ -280,6 +283,51 @@ const exportRoute = createRoute({
   },
 });
 
+const ChangeSchema = z.object({
+  id: z.string().openapi({ description: "The change's id (a ULID): unique, stable" }),
+  profileId: z.string(),
+  change: z.enum(["entered", "exited"]),
+  at: z.string().openapi({ description: "When the membership changed (ISO 8601)" }),
+}).openapi("SegmentChange");
+
+const changes = createRoute({
+  operationId: "listSegmentChanges",
+  method: "get",
+  path: "/cdp/segments/{id}/changes",
+  tags: ["Segments"],
+  summary: "The segment's membership changes, oldest first; resume from nextCursor",
+  description: "Who entered or exited the segment, in the order the changes were committed. " +
+    "`nextCursor` is always present: the position after this page (the request's own position " +
+    "when the page is empty). A consumer that keeps the last `nextCursor` and resumes from it " +
+    "sees every later change exactly once, in order. The cursor is bound to the brand and the " +
+    "segment and lasts 30 days after it was issued.",
+  security: apiKeySecurity,
+  request: {
+    params: IdParam,
+    query: z.object({ limit: limitParam(), cursor: cursorParam }),
+  },
+  responses: {
+    200: jsonResponse(
+      z.object({ list: z.array(ChangeSchema), nextCursor: z.string(), scope: z.string() }),
+      "A page of changes",
+      {
+        list: [{
+          id: "01JD3Q7ZV4K3W5XH0Y2M8N6P9R",
+          profileId: "store_acme_207119551",
+          change: "entered",
+          at: "2026-11-21T12:00:00.000Z",
+        }],
+        nextCursor: "c1_q0R3nZl8WbX6Yk2Vt1Hs9A",
+        scope: _SCOPE,
+      },
+    ),
+    ...errorResponses(400, 401, 403, 404, 405),
+  },
+});
+
+/** How long a change feed's cursor stays redeemable: a consumer may poll rarely. */
+const _FEED_CURSOR_TTL_MS = 30 * 86_400_000;
+
 /**
  * Segments: define, read, update, list, members and export. Members and export are heavy reads,
  * bounded per brand by `heavyReads`.
@@ -304,6 +352,7 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
         condition,
         now: deps.now(),
       });
+      await _refreshMembers(deps, scope, segment.id);
       return c.json({ id: segment.id, name: segment.name, scope }, 200);
     })
     .openapi(list, async (c) => {
@@ -331,6 +380,7 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
         now: deps.now(),
       });
       if (!segment) throw notFound();
+      await _refreshMembers(deps, scope, segment.id);
       return c.json({ id: segment.id, name: segment.name, scope }, 200);
     })
     .openapi(members, async (c) => {
@@ -374,6 +424,31 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
         scope,
       }, 200);
     })
+    .openapi(changes, async (c) => {
+      const scope = requireScope(c);
+      const segment = await find(scope, c.req.valid("param").id);
+      const query = c.req.valid("query");
+      const binding = {
+        brandId: c.get("auth").brandId,
+        route: "/cdp/segments/:id/changes",
+        resource: segment.id,
+      };
+      const feedCursors = { ...cursorDeps, ttlMs: _FEED_CURSOR_TTL_MS };
+      const afterSeq = query.cursor === undefined
+        ? "0"
+        : (await readCursor<{ seq: string }>(feedCursors, query.cursor, binding)).seq;
+      const page = await readChanges(deps.sql, {
+        scope,
+        segmentId: segment.id,
+        afterSeq,
+        limit: query.limit,
+      });
+      // Polling an unchanged feed hands back the same cursor rather than minting one per poll.
+      const nextCursor = query.cursor !== undefined && page.list.length === 0
+        ? query.cursor
+        : await mintCursor(feedCursors, binding, { seq: page.lastSeq });
+      return c.json({ list: page.list, nextCursor, scope }, 200);
+    })
     .openapi(exportRoute, async (c) => {
       const scope = requireScope(c);
       const segment = await find(scope, c.req.valid("param").id);
@@ -412,6 +487,16 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
       // A streamed NDJSON body is outside what the typed route helper can express.
       return c.body(page.lines, 200) as never;
     });
+}
+
+/**
+ * Queues the segment's full membership diff (lib/audiences). The definition is stored already:
+ * should the queue refuse, the log says so and the next change or sweep catches up, rather than
+ * the caller being told a stored segment failed.
+ */
+async function _refreshMembers(deps: AppDeps, scope: string, segmentId: string): Promise<void> {
+  const queued = await enqueueSegmentRefresh(deps.queue, scope, segmentId).catch(() => false);
+  if (!queued) (deps.log ?? log)("error", "segment membership refresh not queued", { segmentId });
 }
 
 function _throw(err: Error): never {

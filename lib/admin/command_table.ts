@@ -9,6 +9,7 @@ import { appCommands } from "./app_commands.ts";
 import { brandCommands } from "./brand_commands.ts";
 import type { Commands } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
+import { destinationCommands } from "./destination_commands.ts";
 import { importCommands } from "./import_commands.ts";
 import { insightsCommands } from "./insights_commands.ts";
 import { rejectedCommands } from "./rejected_commands.ts";
@@ -26,6 +27,7 @@ export const COMMANDS: Commands = {
   ...insightsCommands,
   ...deadLetterCommands,
   ...rejectedCommands,
+  ...destinationCommands,
   ...schemaCommands,
   ...appCommands,
   ...pixelCommands,

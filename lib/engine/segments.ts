@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { databaseFailure, type Sql } from "../store/db.ts";
+import { databaseFailure, type Sql, type Tx } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
 import { storedCondition } from "./caller_condition.ts";
 import {
@@ -267,7 +267,9 @@ export async function segmentsOfProfile(
  * time budget), is unknown for every profile, as are those after it in that statement; on a
  * failure the rest get another statement while budget remains, at most
  * {@linkcode _MEMBERSHIP_FAILURES} in all. Only a database outage is thrown. Every id asked for
- * has an entry; a profile that does not exist belongs to nothing.
+ * has an entry; a profile that does not exist belongs to nothing. `within`: the statements run
+ * in that transaction (each in a savepoint of its own, so a failed one leaves it usable), where
+ * the caller writes what it decides (segment membership, lib/audiences).
  */
 export async function segmentsOfProfiles(
   sql: Sql,
@@ -275,12 +277,14 @@ export async function segmentsOfProfiles(
   profileIds: readonly string[],
   now: Date,
   budget: ReadBudget,
+  within?: Tx,
 ): Promise<Map<string, Memberships>> {
   const ids = [...new Set(profileIds)];
   const outcome = (member: (id: string) => string[], unknown: string[]) =>
     new Map(profileIds.map((id) => [id, { member: member(id), unknown }]));
   if (ids.length === 0) return new Map();
-  const segments = await sql<{ id: string; condition: Condition }[]>`
+  const reader = within ?? sql;
+  const segments = await reader<{ id: string; condition: Condition }[]>`
     select id, condition from segments where scope = ${scope} order by id`;
   if (segments.length === 0) return outcome(() => [], []);
   const release = budget.permit();
@@ -316,7 +320,7 @@ export async function segmentsOfProfiles(
       const arms = pending.slice(0, batch);
       const decided = new Map<number, string[]>();
       try {
-        await withQueryBudget(sql, remaining, async (tx) => {
+        await _budgeted(sql, within, remaining, async (tx) => {
           // One arm per segment, each one row (an aggregate) sent once the segment is decided
           // for every profile: arms run in order, and rows are taken as they arrive, so those
           // sent before a failure stay decided.
@@ -362,6 +366,33 @@ export async function segmentsOfProfiles(
     (id) => segments.filter((s) => members.get(s.id)?.has(id)).map((s) => s.id),
     undecided,
   );
+}
+
+/**
+ * Runs `fn` bounded by `timeoutMs`: in a read-only transaction of its own
+ * ({@linkcode withQueryBudget}), or in a savepoint of `within` whose statement timeout is put
+ * back afterwards.
+ */
+async function _budgeted<T>(
+  sql: Sql,
+  within: Tx | undefined,
+  timeoutMs: number,
+  fn: (tx: Sql) => Promise<T>,
+): Promise<T> {
+  if (!within) return await withQueryBudget(sql, timeoutMs, fn);
+  const [setting] = await within<{ previous: string }[]>`
+    select current_setting('statement_timeout') as previous`;
+  const previous = setting!.previous;
+  try {
+    return await within.savepoint(async (sp) => {
+      await sp`select set_config('statement_timeout', ${String(timeoutMs)}, true)`;
+      return await fn(sp as unknown as Sql);
+    }) as T;
+  } catch (err) {
+    throw evaluationError(err);
+  } finally {
+    await within`select set_config('statement_timeout', ${previous}, true)`;
+  }
 }
 
 /** Statements a profile's segments may fail in before the rest are left unknown. */

@@ -8,6 +8,11 @@
  * @module
  */
 import type { Config } from "../config.ts";
+import { deliverDue } from "../audiences/delivery.ts";
+import { type DeliveryLoop, startDeliveryLoop } from "../audiences/delivery_loop.ts";
+import { membershipForwarding, startSweepTimer } from "../audiences/jobs.ts";
+import type { MembershipDeps } from "../audiences/membership.ts";
+import { heavyReadsPerBrand, KeyedSemaphore } from "../http/brand_concurrency.ts";
 import { ulidSource } from "../ids.ts";
 import { createPredictionsFitJob, enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
 import type { Engine } from "../engine/engine.ts";
@@ -32,10 +37,14 @@ export interface Runtime {
   now: () => Date;
   newId: () => string;
   /**
-   * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch` and `predictions_fit` jobs); settles when the runtime
-   * closes. `wakeMs`: for a forwarder in a process of its own (see `createKvQueue`).
+   * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch` and `predictions_fit` jobs, segment
+   * membership's hook and jobs, the minute's sweep of time-driven segments, and the destinations'
+   * delivery timer); settles when the runtime closes. `wakeMs`: for a forwarder in a process of
+   * its own (see `createKvQueue`).
    */
   startForwarder(options?: { wakeMs?: number }): Promise<void>;
+  /** Makes one delivery pass to the destinations now (the Deno Deploy cron's). */
+  deliverDestinations(): Promise<void>;
   /** Stops consuming and closes the stores; a delivery in flight is redelivered later. */
   close(): Promise<void>;
 }
@@ -54,6 +63,15 @@ export async function openRuntime(
   const now = () => new Date();
   const queue = createIngestQueue(stores.kv, config, newId);
   const engine = createEmbeddedEngine({ sql: stores.sql, now });
+  const deliveryDeps = {
+    sql: stores.sql,
+    kv: stores.kv,
+    now,
+    newId,
+    settings: config.destinations,
+  };
+  let delivery: DeliveryLoop | null = null;
+  let stopSweeps = () => {};
   return {
     config,
     kv: stores.kv,
@@ -64,13 +82,21 @@ export async function openRuntime(
     now,
     newId,
     startForwarder(forwarderOptions = {}) {
+      delivery ??= startDeliveryLoop(deliveryDeps);
+      const membership = membershipForwarding(
+        membershipDeps({ sql: stores.sql, config, now, newId }),
+        queue,
+      );
+      stopSweeps = startSweepTimer(queue, now);
       return startForwarder({
         queue,
         engine,
         now,
         concurrency: config.forwarderConcurrency,
         wakeMs: forwarderOptions.wakeMs,
+        afterApply: membership.afterApply,
         jobs: {
+          ...membership.jobs,
           // A completed backfill is new history: the brand's predictions are refitted on it.
           shop_sync: createShopSyncJob(
             shopSyncDeps(stores, config),
@@ -86,9 +112,16 @@ export async function openRuntime(
         },
       });
     },
+    async deliverDestinations() {
+      // Without the timer (FORWARDER=off), one pass of its own.
+      if (delivery) await delivery.pass();
+      else await deliverDue(deliveryDeps);
+    },
     async close() {
+      stopSweeps();
       // Closing KV ends Deno KV's listener; the outbox's is stopped first.
       queue.stop();
+      await delivery?.stop();
       await stores.close();
     },
   };
@@ -111,4 +144,28 @@ export function createIngestQueue(
   return config.ingestQueue === "outbox"
     ? createOutboxQueue(kv, { ...options, concurrency: config.forwarderConcurrency })
     : createKvQueue(kv, options);
+}
+
+/** How long one segment's evaluation over a whole brand may take: within the sweep's minute. */
+const _REFRESH_TIMEOUT_MS = 55_000;
+
+/**
+ * Segment membership's dependencies in one process: the brand's share of the pool for heavy
+ * reads (as the API's, lib/http/brand_concurrency.ts) and the query budget for the touched
+ * profiles of a group.
+ */
+export function membershipDeps(
+  deps: { sql: Sql; config: Pick<Config, "queryTimeoutMs">; now: () => Date; newId: () => string },
+): MembershipDeps {
+  const shares = new KeyedSemaphore(heavyReadsPerBrand(deps.sql.options.max));
+  return {
+    sql: deps.sql,
+    now: deps.now,
+    newId: deps.newId,
+    budget: (scope) => ({
+      permit: () => shares.tryAcquire(scope),
+      timeoutMs: deps.config.queryTimeoutMs,
+    }),
+    refreshTimeoutMs: _REFRESH_TIMEOUT_MS,
+  };
 }

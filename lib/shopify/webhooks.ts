@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { exitProfiles } from "../audiences/membership.ts";
 import type { Sql, Tx } from "../store/db.ts";
 import { bumpBrandVersion, closeScopeWrites } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
@@ -347,6 +348,9 @@ function _effect(
         await tx`delete from profiles where scope = ${scope}`;
         await tx`delete from segments where scope = ${scope}`;
         await tx`delete from pixel_claims where scope = ${scope}`;
+        // Who was in which segment, and when they entered or left: nobody is told any more.
+        await tx`delete from segment_members where scope = ${scope}`;
+        await tx`delete from segment_changes where scope = ${scope}`;
         await _disconnect(tx, brandId, base.now, { clearToken: true });
         await markInsightsChanged(tx, brandId);
         return { outcome: "applied" };
@@ -487,7 +491,7 @@ function _redactRequest(payload: Payload): _RedactRequest {
  */
 async function _redactCustomer(
   tx: Tx,
-  input: _RedactRequest & { brandId: string; scope: string; now: Date },
+  input: _RedactRequest & { brandId: string; scope: string; now: Date; newId: () => string },
 ): Promise<WebhookResult> {
   const contacts = await tx<{ id: string }[]>`
     select id from contacts
@@ -520,7 +524,8 @@ async function _redactCustomer(
 /**
  * Erases the engine's data of the customer in the shop's scope: every profile whose identity
  * carries the Shopify id, email or phone (case-insensitive, as the customer lookup matches), the
- * ids it absorbed, and the events and sessions sent under any of those ids.
+ * ids it absorbed, and the events and sessions sent under any of those ids. Those profiles leave
+ * every segment (an `exited` change each, lib/audiences).
  */
 async function _redactProfiles(
   tx: Tx,
@@ -529,6 +534,8 @@ async function _redactProfiles(
     shopifyCustomerId: string | null;
     email: string | null;
     phone: string | null;
+    now: Date;
+    newId: () => string;
   },
 ): Promise<void> {
   const matches = [
@@ -557,6 +564,12 @@ async function _redactProfiles(
            where scope = ${input.scope}
              and (profile_id = any(${ids}::text[]) or alias_id = any(${ids}::text[]))`;
   await tx`delete from profiles where scope = ${input.scope} and item_id = any(${ids}::text[])`;
+  await exitProfiles(tx, {
+    scope: input.scope,
+    profileIds: ids,
+    now: input.now,
+    newId: input.newId,
+  });
 }
 
 /** True when `incoming` is strictly older than `stored` (both present). */

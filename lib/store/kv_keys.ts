@@ -182,3 +182,13 @@ export function rejectedMessagePrefix(brandId: string): Deno.KvKey {
 export function rejectedCountKey(brandId: string): Deno.KvKey {
   return ["rejected_count", brandId];
 }
+
+/** POSTs to a brand's destinations in one minute window (lib/audiences/delivery_rate.ts). */
+export function destinationRateKey(brandId: string, minute: number): Deno.KvKey {
+  return ["destination_rate", brandId, minute];
+}
+
+/** Set while a sweep of the time-driven segments waits or runs (value: when it was queued). */
+export function membershipSweepQueuedKey(): Deno.KvKey {
+  return ["membership_sweep_queued"];
+}

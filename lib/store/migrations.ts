@@ -27,6 +27,8 @@ import { predictionModels } from "./migrations/0021_prediction_models.ts";
 import { sessionProperties } from "./migrations/0022_session_properties.ts";
 import { segmentsStoreCallerTree } from "./migrations/0020_segments_store_caller_tree.ts";
 import { pixelClaims } from "./migrations/0023_pixel_claims.ts";
+import { segmentMembership } from "./migrations/0024_segment_membership.ts";
+import { destinations } from "./migrations/0025_destinations.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -60,6 +62,8 @@ export const MIGRATIONS: readonly Migration[] = [
   sessionProperties,
   segmentsStoreCallerTree,
   pixelClaims,
+  segmentMembership,
+  destinations,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

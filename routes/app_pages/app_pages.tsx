@@ -34,6 +34,7 @@ import { insightsPage } from "./insights_page.tsx";
 import { CSRF_FIELD, type KeyNotice, keysPage } from "./keys_page.tsx";
 import { type PageContext, pageLinks, SESSION_PARAM } from "./page_context.ts";
 import { segmentPage, segmentsPage } from "./segments_page.tsx";
+import { destinationsPage } from "./destinations_page.tsx";
 
 type _PageEnv = { Variables: AppEnv["Variables"] & { page: PageContext; form: FormData } };
 
@@ -245,6 +246,9 @@ export function appPageRoutes(
       c.header("Content-Type", "application/x-ndjson");
       c.header("Content-Disposition", `attachment; filename="${_fileName(segment.id)}.ndjson"`);
       return c.body(lines, 200);
+    })
+    .get("/app/destinations", session, async (c) => {
+      return c.html(await destinationsPage(deps, c.get("page"), requireScope(c)));
     })
     .get("/app/keys", session, async (c) => c.html(await keysPage(deps, c.get("page"))))
     .post("/app/keys/issue", session, (c) =>

@@ -46,6 +46,7 @@ ul.condition{margin:4px 0;padding-left:18px}
 const _NAV = [
   ["insights", "Insights", "/app/insights"],
   ["segments", "Segments", "/app/segments"],
+  ["destinations", "Destinations", "/app/destinations"],
   ["keys", "API keys", "/app/keys"],
   ["health", "Health", "/app/health"],
 ] as const;

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { refreshSegment, updateMembership } from "../../lib/audiences/membership.ts";
+import { membershipDeps } from "../../lib/runtime/runtime.ts";
 import { DATABASE_URL, errorBody, type TestContext, withContext } from "../test_support.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
@@ -896,5 +898,122 @@ Deno.test("limits: at most 200 segments per brand and 20 matchesRegex patterns p
       (await post(ctx, b.key, "/cdp/segments", { name: "Mine", condition: hasEmail })).status,
       200,
     );
+  });
+});
+
+/** Membership maintenance over the test context's stores, as the runtime wires it. */
+function membership(ctx: TestContext) {
+  return membershipDeps({
+    sql: ctx.sql,
+    config: ctx.config,
+    now: ctx.clock.now,
+    newId: ctx.deps.newId,
+  });
+}
+
+async function setAge(ctx: TestContext, scope: string, profileId: string, age: number) {
+  await ctx.deps.engine.applyEvents({
+    scope,
+    source: "server",
+    receivedAt: ctx.clock.now().toISOString(),
+    events: [{
+      id: ctx.deps.newId(),
+      eventType: "updateProperties",
+      profileId,
+      properties: { update: { "properties.age": age } },
+    }],
+  });
+  await updateMembership(membership(ctx), scope, [profileId]);
+}
+
+type FeedPage = {
+  list: { id: string; profileId: string; change: string; at: string }[];
+  nextCursor: string;
+};
+
+Deno.test("segment changes: a consumer resuming from its cursor sees every change after it exactly once, in order", async () => {
+  await withContext(async (ctx) => {
+    const { a } = await seed(ctx);
+    const defined = await (await post(ctx, a.key, "/cdp/segments", {
+      name: "Over 25",
+      condition: olderThan(25),
+    })).json();
+    await refreshSegment(membership(ctx), a.scope!, defined.id);
+    const path = `/cdp/segments/${defined.id}/changes`;
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    const poll = async () => {
+      const res = await ctx.request(
+        `${path}?limit=2${cursor === undefined ? "" : `&cursor=${cursor}`}`,
+        a.key,
+      );
+      assert.equal(res.status, 200);
+      const page: FeedPage = await res.json();
+      seen.push(...page.list.map((c) => `${c.change} ${c.profileId}`));
+      cursor = page.nextCursor;
+      return page;
+    };
+    // The first page, then changes committed between polls, then an empty page at the end.
+    assert.equal((await poll()).list.length, 2);
+    await setAge(ctx, a.scope!, "p20", 60);
+    await setAge(ctx, a.scope!, "p30", 5);
+    while ((await poll()).list.length > 0) { /* drain */ }
+    const idle = cursor;
+    assert.equal((await poll()).nextCursor, idle, "an idle feed hands back the same cursor");
+    await setAge(ctx, a.scope!, "p10", 70);
+    await poll();
+    assert.deepEqual(seen, [
+      "entered p30",
+      "entered p40",
+      "entered p50",
+      "entered p20",
+      "exited p30",
+      "entered p10",
+    ]);
+    // The whole feed from the start agrees, and every change has its own id.
+    const all: FeedPage = await (await ctx.request(`${path}?limit=100`, a.key)).json();
+    assert.deepEqual(all.list.map((c) => `${c.change} ${c.profileId}`), seen);
+    assert.equal(new Set(all.list.map((c) => c.id)).size, all.list.length);
+    assert.equal(all.list[0]!.at, ctx.clock.now().toISOString());
+  });
+});
+
+Deno.test("segment changes: another brand's segment is 404; cursors are bound to brand and segment; bad input is 400", async () => {
+  await withContext(async (ctx) => {
+    const { a, b } = await seed(ctx);
+    const one =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "One", condition: olderThan(25) }))
+        .json();
+    const two =
+      await (await post(ctx, a.key, "/cdp/segments", { name: "Two", condition: olderThan(5) }))
+        .json();
+    const theirs =
+      await (await post(ctx, b.key, "/cdp/segments", { name: "One", condition: olderThan(5) }))
+        .json();
+    const foreign = await ctx.request(`/cdp/segments/${one.id}/changes`, b.key);
+    assert.equal(foreign.status, 404);
+    assert.equal((await errorBody(foreign)).error, "not_found");
+    const page: FeedPage = await (await ctx.request(`/cdp/segments/${one.id}/changes`, a.key))
+      .json();
+    assert.deepEqual(page.list, []);
+    const otherSegment = await ctx.request(
+      `/cdp/segments/${two.id}/changes?cursor=${page.nextCursor}`,
+      a.key,
+    );
+    assert.equal(otherSegment.status, 400);
+    await errorBody(otherSegment);
+    const otherBrand = await ctx.request(
+      `/cdp/segments/${theirs.id}/changes?cursor=${page.nextCursor}`,
+      b.key,
+    );
+    assert.equal(otherBrand.status, 403);
+    await errorBody(otherBrand);
+    for (const query of ["cursor=nonsense", "limit=0", "limit=abc"]) {
+      const res = await ctx.request(`/cdp/segments/${one.id}/changes?${query}`, a.key);
+      assert.equal(res.status, 400, query);
+      await errorBody(res);
+    }
+    const spec = await (await ctx.request("/openapi.json", null)).json();
+    assert.ok(spec.paths["/cdp/segments/{id}/changes"].get);
   });
 });

@@ -1,0 +1,164 @@
+/**
+ * A brand's webhook destinations: define, read, update, delete, and their recent deliveries
+ * (docs/audiences.md#destinations). The signing secret is returned once, at creation; reads never
+ * carry it. A destination starts at the end of the change log: it hears the changes made after it
+ * was defined.
+ *
+ * @module
+ */
+import { DomainError } from "../errors.ts";
+import type { Sql, Tx } from "../store/db.ts";
+import { parseDestinationUrl } from "./destination_url.ts";
+import { newSigningSecret } from "./webhook_signature.ts";
+
+/** A destination as the API shows it (no secret). */
+export interface DestinationView {
+  id: string;
+  name: string;
+  type: "webhook";
+  url: string;
+  segments: string[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** What defining or updating a destination takes. */
+export interface DestinationInput {
+  name: string;
+  url: string;
+  segments: string[];
+}
+
+/** What destination writes need. */
+export interface DestinationDeps {
+  sql: Sql;
+  now: () => Date;
+  newId: () => string;
+  settings: { allowPrivate: boolean; maxPerBrand: number };
+}
+
+interface _Row {
+  id: string;
+  name: string;
+  url: string;
+  segments: string[];
+  created_at: Date;
+  updated_at: Date;
+}
+
+function _view(row: _Row): DestinationView {
+  return {
+    id: row.id,
+    name: row.name,
+    type: "webhook",
+    url: row.url,
+    segments: row.segments,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+// Per brand, destination definitions take turns on this lock (with the brand id's hash), so
+// concurrent ones cannot pass the cap.
+const _DEFINE_LOCK = 0xde57;
+
+/**
+ * Defines a destination of the brand; answers it with its signing secret (shown once). A segment
+ * not of the brand's scope is `not_found`; past `maxPerBrand`, `invalid_input` naming the limit.
+ */
+export async function createDestination(
+  deps: DestinationDeps,
+  brand: { brandId: string; scope: string },
+  input: DestinationInput,
+): Promise<DestinationView & { secret: string }> {
+  parseDestinationUrl(input.url, deps.settings.allowPrivate);
+  const secret = newSigningSecret();
+  const now = deps.now();
+  const id = `dst_${deps.newId()}`;
+  const row = await deps.sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(${_DEFINE_LOCK}, hashtext(${brand.brandId}))`;
+    await _assertSegments(tx, brand.scope, input.segments);
+    const [held] = await tx<{ count: number }[]>`
+      select count(*)::int as count from destinations where brand_id = ${brand.brandId}`;
+    if (held!.count >= deps.settings.maxPerBrand) {
+      throw new DomainError(
+        "invalid_input",
+        `a brand has at most ${deps.settings.maxPerBrand} destinations ` +
+          "(MAX_DESTINATIONS_PER_BRAND); delete one or update one instead",
+      );
+    }
+    // Starts at the log's end: the changes from now on.
+    const [created] = await tx<_Row[]>`
+      insert into destinations
+        (id, brand_id, scope, name, type, url, secret, segments, cursor, created_at, updated_at)
+      values (${id}, ${brand.brandId}, ${brand.scope}, ${input.name}, 'webhook', ${input.url},
+        ${secret}, ${input.segments}::text[],
+        (select coalesce(max(seq), 0) from segment_changes), ${now}, ${now})
+      returning id, name, url, segments, created_at, updated_at`;
+    return created!;
+  });
+  return { ..._view(row), secret };
+}
+
+/** A page of the brand's destinations, oldest first, with their number. */
+export async function listDestinations(
+  sql: Sql,
+  scope: string,
+  page: { limit: number; offset: number },
+): Promise<{ list: DestinationView[]; total: number }> {
+  const rows = await sql<_Row[]>`
+    select id, name, url, segments, created_at, updated_at
+    from destinations where scope = ${scope} order by id
+    limit ${page.limit} offset ${page.offset}`;
+  const [counted] = await sql<{ n: number }[]>`
+    select count(*)::int as n from destinations where scope = ${scope}`;
+  return { list: rows.map(_view), total: counted!.n };
+}
+
+/** One of the brand's destinations, or null (missing and another brand's alike). */
+export async function getDestination(
+  sql: Sql,
+  scope: string,
+  id: string,
+): Promise<DestinationView | null> {
+  const [row] = await sql<_Row[]>`
+    select id, name, url, segments, created_at, updated_at
+    from destinations where scope = ${scope} and id = ${id}`;
+  return row ? _view(row) : null;
+}
+
+/**
+ * Replaces a destination's name, URL and segments; the secret and the position in the log stay
+ * (a segment added hears its changes from that position on). Null when not the brand's.
+ */
+export async function updateDestination(
+  deps: Pick<DestinationDeps, "sql" | "now" | "settings">,
+  scope: string,
+  id: string,
+  input: DestinationInput,
+): Promise<DestinationView | null> {
+  parseDestinationUrl(input.url, deps.settings.allowPrivate);
+  return await deps.sql.begin(async (tx) => {
+    await _assertSegments(tx, scope, input.segments);
+    const [row] = await tx<_Row[]>`
+      update destinations set name = ${input.name}, url = ${input.url},
+        segments = ${input.segments}::text[], updated_at = ${deps.now()}
+      where scope = ${scope} and id = ${id}
+      returning id, name, url, segments, created_at, updated_at`;
+    return row ? _view(row) : null;
+  });
+}
+
+/** Deletes a destination and its deliveries; false when not the brand's. */
+export async function deleteDestination(sql: Sql, scope: string, id: string): Promise<boolean> {
+  const rows = await sql`delete from destinations where scope = ${scope} and id = ${id}`;
+  return rows.count > 0;
+}
+
+async function _assertSegments(sql: Sql | Tx, scope: string, segments: string[]): Promise<void> {
+  const found = await sql<{ id: string }[]>`
+    select id from segments where scope = ${scope} and id = any(${segments}::text[])`;
+  const known = new Set(found.map((row) => row.id));
+  const missing = segments.find((segment) => !known.has(segment));
+  if (missing !== undefined) throw new DomainError("not_found", `Segment not found: ${missing}`);
+}

@@ -1,0 +1,199 @@
+/**
+ * Segment membership as state: who is in each segment since when, kept by writing only what
+ * changed. Three writers, each one transaction under the scope's membership lock (changes.ts),
+ * each reading the current members after taking it, so the last to run decides on the latest
+ * committed data: the touched profiles of an applied group against every segment of the brand
+ * ({@linkcode updateMembership}), one segment over the whole brand ({@linkcode refreshSegment}),
+ * erased profiles ({@linkcode exitProfiles}). Re-running any of them on unchanged data writes
+ * nothing, so a redelivered message changes nothing twice.
+ *
+ * @module
+ */
+import { DomainError } from "../errors.ts";
+import { storedCondition } from "../engine/caller_condition.ts";
+import { compileCondition, type Condition } from "../engine/conditions.ts";
+import { type ReadBudget, segmentsOfProfiles } from "../engine/segments.ts";
+import type { Sql, Tx } from "../store/db.ts";
+import { appendChanges, lockMembership, type MembershipChange } from "./changes.ts";
+
+/** What membership maintenance needs. */
+export interface MembershipDeps {
+  sql: Sql;
+  now: () => Date;
+  newId: () => string;
+  /**
+   * The brand's share and time budget for evaluating its conditions: the touched profiles of a
+   * group are evaluated within it.
+   */
+  budget: (scope: string) => ReadBudget;
+  /** How long one segment's evaluation over the whole brand may take (a refresh, the sweep). */
+  refreshTimeoutMs: number;
+}
+
+/**
+ * Re-evaluates `profileIds` (with the profiles they were merged into, and the ids merged into
+ * those) against every segment of the scope in one statement, and writes the difference with
+ * their current memberships: a profile that no longer exists leaves every segment, and a
+ * membership of a segment that no longer exists ends. A segment not decided within the budget
+ * keeps its members as they were. Answers the changes written.
+ */
+export async function updateMembership(
+  deps: MembershipDeps,
+  scope: string,
+  profileIds: readonly string[],
+): Promise<MembershipChange[]> {
+  if (profileIds.length === 0) return [];
+  return await deps.sql.begin(async (tx) => {
+    await lockMembership(tx, scope);
+    const ids = await _withMerged(tx, scope, profileIds);
+    const now = deps.now();
+    const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), tx);
+    const current = await tx<{ segment_id: string; profile_id: string }[]>`
+      select segment_id, profile_id from segment_members
+      where scope = ${scope} and profile_id = any(${ids}::text[])`;
+    const held = new Map<string, Set<string>>();
+    for (const row of current) {
+      (held.get(row.profile_id) ?? held.set(row.profile_id, new Set()).get(row.profile_id)!)
+        .add(row.segment_id);
+    }
+    const changes: MembershipChange[] = [];
+    for (const profileId of ids) {
+      const { member, unknown } = decided.get(profileId)!;
+      const before = held.get(profileId) ?? new Set<string>();
+      for (const segmentId of member) {
+        if (!before.has(segmentId)) {
+          changes.push({ segmentId, profileId, change: "entered", at: now });
+        }
+      }
+      const skip = new Set([...member, ...unknown]);
+      for (const segmentId of before) {
+        if (!skip.has(segmentId)) changes.push({ segmentId, profileId, change: "exited", at: now });
+      }
+    }
+    await appendChanges(tx, scope, changes, deps.newId);
+    return changes;
+  }) as MembershipChange[];
+}
+
+/**
+ * The ids asked for, the profiles they were merged into, and every id merged into those: a
+ * merge deletes the absorbed profile, whose memberships end with it.
+ */
+async function _withMerged(tx: Tx, scope: string, ids: readonly string[]): Promise<string[]> {
+  const rows = await tx<{ id: string }[]>`
+    with given as (select distinct x.id from unnest(${[...ids]}::text[]) as x(id)),
+    roots as (
+      select id from given
+      union
+      select a.profile_id from profile_aliases a join given g on a.alias_id = g.id
+      where a.scope = ${scope})
+    select id from roots
+    union
+    select a.alias_id from profile_aliases a join roots r on a.profile_id = r.id
+    where a.scope = ${scope}
+      and exists (select 1 from segment_members m
+                  where m.scope = ${scope} and m.profile_id = a.alias_id)`;
+  return rows.map((row) => row.id).sort();
+}
+
+/**
+ * Evaluates one segment over the whole brand and writes the difference with its members; a
+ * segment that no longer exists (or whose stored condition no longer parses) has every member
+ * exit. Runs on a permit of the brand's share (none free: `unavailable`, the job is retried)
+ * and within `refreshTimeoutMs`. Answers how many entered and exited.
+ */
+export async function refreshSegment(
+  deps: MembershipDeps,
+  scope: string,
+  segmentId: string,
+): Promise<{ entered: number; exited: number }> {
+  const release = deps.budget(scope).permit();
+  if (!release) {
+    throw new DomainError("unavailable", `the brand's share of the database is taken: ${scope}`);
+  }
+  try {
+    return await deps.sql.begin(async (tx) => {
+      await lockMembership(tx, scope);
+      const now = deps.now();
+      await tx`select set_config('statement_timeout', ${String(deps.refreshTimeoutMs)}, true)`;
+      const [segment] = await tx<{ condition: Condition }[]>`
+        select condition from segments where scope = ${scope} and id = ${segmentId}`;
+      const holds = segment ? _compiled(tx, segment.condition, scope, now) : null;
+      const rows = await tx<{ change: "entered" | "exited"; profile_id: string }[]>`
+        ${
+        holds
+          ? tx`
+        select 'entered' as change, p.item_id as profile_id from profiles p
+        where p.scope = ${scope} and ${holds()}
+          and not exists (select 1 from segment_members m
+                          where m.scope = ${scope} and m.segment_id = ${segmentId}
+                            and m.profile_id = p.item_id)
+        union all`
+          : tx``
+      }
+        select 'exited' as change, m.profile_id from segment_members m
+        where m.scope = ${scope} and m.segment_id = ${segmentId}
+          ${
+        holds
+          ? tx`and not exists (select 1 from profiles p
+                               where p.scope = ${scope} and p.item_id = m.profile_id
+                                 and ${holds()})`
+          : tx``
+      }
+        order by 2`;
+      const changes = rows.map((row): MembershipChange => ({
+        segmentId,
+        profileId: row.profile_id,
+        change: row.change,
+        at: now,
+      }));
+      await appendChanges(tx, scope, changes, deps.newId);
+      const entered = changes.filter((c) => c.change === "entered").length;
+      return { entered, exited: changes.length - entered };
+    }) as { entered: number; exited: number };
+  } finally {
+    release();
+  }
+}
+
+/** A stored condition compiled over the whole brand, or null when it no longer parses. */
+function _compiled(tx: Tx, condition: Condition, scope: string, now: Date) {
+  let tree;
+  try {
+    tree = storedCondition(condition, scope, now).tree;
+  } catch (err) {
+    if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
+    return null;
+  }
+  const sql = tx as unknown as Sql;
+  // A fragment per use: each interpolation carries its own parameters.
+  return () => compileCondition(sql, tree, { itemType: "profile", scope });
+}
+
+/**
+ * Erased profiles leave every segment they are in (an `exited` change each), in the caller's
+ * transaction: call it in the transaction that erases them.
+ */
+export async function exitProfiles(
+  tx: Tx,
+  input: { scope: string; profileIds: readonly string[]; now: Date; newId: () => string },
+): Promise<number> {
+  if (input.profileIds.length === 0) return 0;
+  await lockMembership(tx, input.scope);
+  const rows = await tx<{ segment_id: string; profile_id: string }[]>`
+    select segment_id, profile_id from segment_members
+    where scope = ${input.scope} and profile_id = any(${[...input.profileIds]}::text[])
+    order by profile_id, segment_id`;
+  await appendChanges(
+    tx,
+    input.scope,
+    rows.map((row) => ({
+      segmentId: row.segment_id,
+      profileId: row.profile_id,
+      change: "exited" as const,
+      at: input.now,
+    })),
+    input.newId,
+  );
+  return rows.length;
+}

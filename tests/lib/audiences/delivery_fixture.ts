@@ -1,0 +1,93 @@
+/**
+ * What the delivery tests share: a brand with segments and a destination pointing at a real
+ * receiver, changes appended to the log as the membership writer appends them, and the delivery
+ * dependencies on the wall clock (signatures are checked against it).
+ *
+ * @module
+ */
+import { monotonicFactory } from "ulid";
+import { appendChanges } from "../../../lib/audiences/changes.ts";
+import type { DeliveryDeps } from "../../../lib/audiences/delivery.ts";
+import { createDestination } from "../../../lib/audiences/destinations.ts";
+import { createSegment, segmentId } from "../../../lib/engine/segments.ts";
+import type { DestinationSettings } from "../../../lib/config.ts";
+import type { Sql } from "../../../lib/store/db.ts";
+
+/** Settings for tests: private addresses allowed, quick retries. */
+export const TEST_SETTINGS: DestinationSettings = {
+  allowPrivate: true,
+  maxPerBrand: 20,
+  ratePerMinute: 10_000,
+  timeoutMs: 2_000,
+  retryMs: 86_400_000,
+  backoffMs: 50,
+  pollMs: 50,
+};
+
+/** Delivery dependencies over `sql` and `kv`, on the wall clock. */
+export function deliveryDeps(
+  sql: Sql,
+  kv: Deno.Kv,
+  settings: Partial<DestinationSettings> = {},
+): DeliveryDeps {
+  return {
+    sql,
+    kv,
+    now: () => new Date(),
+    newId: monotonicFactory(),
+    settings: { ...TEST_SETTINGS, ...settings },
+  };
+}
+
+/** Defines segments of `scope` by name; answers their ids. */
+export async function defineSegments(sql: Sql, scope: string, names: string[]): Promise<string[]> {
+  const ids = [];
+  for (const name of names) {
+    const segment = await createSegment(sql, {
+      scope,
+      id: segmentId(scope, name),
+      name,
+      condition: {
+        type: "profilePropertyCondition",
+        parameterValues: { propertyName: "properties.vip", comparisonOperator: "exists" },
+      },
+      now: new Date(),
+    });
+    ids.push(segment.id);
+  }
+  return ids;
+}
+
+/** A destination of the brand's `segments` at `url`; answers its id and secret. */
+export async function defineDestination(
+  deps: DeliveryDeps,
+  brand: { brandId: string; scope: string },
+  segments: string[],
+  url: string,
+): Promise<{ id: string; secret: string }> {
+  const created = await createDestination(deps, brand, { name: "Hook", url, segments });
+  return { id: created.id, secret: created.secret };
+}
+
+/** Appends entries (`+p1`) and exits (`-p1`) of one segment to the log, in one transaction. */
+export async function logChanges(
+  sql: Sql,
+  scope: string,
+  segment: string,
+  changes: string[],
+  newId: () => string = monotonicFactory(),
+): Promise<void> {
+  await sql.begin((tx) =>
+    appendChanges(
+      tx,
+      scope,
+      changes.map((c) => ({
+        segmentId: segment,
+        profileId: c.slice(1),
+        change: c.startsWith("+") ? "entered" as const : "exited" as const,
+        at: new Date(),
+      })),
+      newId,
+    )
+  );
+}

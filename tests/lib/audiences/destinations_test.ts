@@ -1,0 +1,54 @@
+import assert from "node:assert/strict";
+import {
+  getDestination,
+  listDestinations,
+  updateDestination,
+} from "../../../lib/audiences/destinations.ts";
+import { withContext } from "../../test_support.ts";
+import { defineDestination, defineSegments, deliveryDeps, logChanges } from "./delivery_fixture.ts";
+
+Deno.test("destinations: a new one starts at the log's end; an update keeps its position and secret", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const scope = brand.scope!;
+    const deps = deliveryDeps(ctx.sql, ctx.kv);
+    const [vip, lapsed] = await defineSegments(ctx.sql, scope, ["VIP", "Lapsed"]);
+    await logChanges(ctx.sql, scope, vip!, ["+p1", "+p2"]);
+    const dest = await defineDestination(deps, { ...brand, scope }, [vip!], "https://h.example/x");
+    const [row] = await ctx.sql<{ cursor: string; secret: string }[]>`
+      select cursor, secret from destinations where id = ${dest.id}`;
+    const [last] = await ctx.sql<{ seq: string }[]>`select max(seq) as seq from segment_changes`;
+    assert.equal(row!.cursor, last!.seq);
+    assert.equal(row!.secret, dest.secret);
+
+    const updated = await updateDestination(deps, scope, dest.id, {
+      name: "Both",
+      url: "https://h.example/y",
+      segments: [vip!, lapsed!],
+    });
+    assert.deepEqual(updated?.segments, [vip, lapsed]);
+    const [after] = await ctx.sql<{ cursor: string; secret: string }[]>`
+      select cursor, secret from destinations where id = ${dest.id}`;
+    assert.deepEqual(after, row);
+    // Another brand's: the same as missing.
+    assert.equal(
+      await updateDestination(deps, scope, "dst_missing", {
+        name: "x",
+        url: "https://h.example/",
+        segments: [vip!],
+      }),
+      null,
+    );
+    await assert.rejects(
+      updateDestination(deps, "other.myshopify.com", dest.id, {
+        name: "x",
+        url: "https://h.example/",
+        segments: [vip!],
+      }),
+      /Segment not found/,
+    );
+    assert.equal(await getDestination(ctx.sql, "other.myshopify.com", dest.id), null);
+    const page = await listDestinations(ctx.sql, scope, { limit: 1, offset: 1 });
+    assert.deepEqual([page.list, page.total], [[], 1]);
+  });
+});

@@ -1,0 +1,199 @@
+import assert from "node:assert/strict";
+import { monotonicFactory } from "ulid";
+import {
+  enqueueSegmentRefresh,
+  enqueueSweep,
+  membershipForwarding,
+} from "../../../lib/audiences/jobs.ts";
+import type { MembershipDeps } from "../../../lib/audiences/membership.ts";
+import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
+import type { IngestEvent } from "../../../lib/engine/engine.ts";
+import type { Condition } from "../../../lib/engine/conditions.ts";
+import { createSegment } from "../../../lib/engine/segments.ts";
+import { createQueueHandler, startForwarder } from "../../../lib/ingest/forwarder.ts";
+import { createOutboxQueue } from "../../../lib/ingest/outbox.ts";
+import { createKvQueue, type EventsMessage, listDeadLetters } from "../../../lib/ingest/queue.ts";
+import type { Sql } from "../../../lib/store/db.ts";
+import { eventually, freshDatabase, testClock } from "../../test_support.ts";
+
+const A = "acme.myshopify.com";
+const newId = monotonicFactory();
+
+const adults: Condition = {
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.age",
+    comparisonOperator: "greaterThanOrEqualTo",
+    propertyValueInteger: 18,
+  },
+};
+const seenToday: Condition = {
+  type: "profilePropertyCondition",
+  parameterValues: {
+    propertyName: "properties.lastVisit",
+    comparisonOperator: "greaterThan",
+    propertyValueDateExpr: "now-1d",
+  },
+};
+
+function ageEvent(profileId: string, age: number): IngestEvent {
+  return {
+    id: newId(),
+    eventType: "updateProperties",
+    profileId,
+    properties: { update: { "properties.age": age } },
+  };
+}
+
+async function members(sql: Sql, segment: string): Promise<string[]> {
+  const rows = await sql<{ profile_id: string }[]>`
+    select profile_id from segment_members where scope = ${A} and segment_id = ${segment}
+    order by profile_id`;
+  return rows.map((r) => r.profile_id);
+}
+
+async function feedSize(sql: Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`select count(*)::int as n from segment_changes`;
+  return row!.n;
+}
+
+for (const kind of ["kv", "outbox"] as const) {
+  Deno.test(`membership through the ${kind} queue: applied groups, a segment refresh and the time sweep`, async () => {
+    const db = await freshDatabase();
+    const kv = await Deno.openKv(":memory:");
+    const clock = testClock();
+    const queue = kind === "kv"
+      ? createKvQueue(kv, { newId })
+      : createOutboxQueue(kv, { newId, pollMs: 20, maxIdleMs: 50 });
+    try {
+      const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
+      const deps: MembershipDeps = {
+        sql: db.sql,
+        now: clock.now,
+        newId,
+        budget: () => ({ permit: () => () => {}, timeoutMs: 10_000 }),
+        refreshTimeoutMs: 10_000,
+      };
+      const membership = membershipForwarding(deps, queue);
+      const running = startForwarder({
+        queue,
+        engine,
+        now: clock.now,
+        afterApply: membership.afterApply,
+        jobs: membership.jobs,
+      });
+      const adultsId = `seg__${A}__adults`;
+      const todayId = `seg__${A}__today`;
+      for (const [id, condition] of [[adultsId, adults], [todayId, seenToday]] as const) {
+        await createSegment(db.sql, { scope: A, id, name: id, condition, now: clock.now() });
+      }
+      await queue.accept({
+        brandId: "brand_a",
+        batch: {
+          scope: A,
+          source: "server",
+          receivedAt: clock.now().toISOString(),
+          events: [ageEvent("p1", 30), ageEvent("p2", 12)],
+        },
+      });
+      await eventually(async () => (await members(db.sql, todayId)).length === 2);
+      assert.deepEqual(await members(db.sql, adultsId), ["p1"]);
+
+      // A segment defined over existing profiles fills on its refresh job.
+      const allId = `seg__${A}__teens`;
+      await createSegment(db.sql, {
+        scope: A,
+        id: allId,
+        name: "teens",
+        condition: {
+          ...adults,
+          parameterValues: { ...adults.parameterValues, comparisonOperator: "lessThan" },
+        },
+        now: clock.now(),
+      });
+      assert.ok(await enqueueSegmentRefresh(queue, A, allId));
+      await eventually(async () => (await members(db.sql, allId)).length === 1);
+      assert.deepEqual(await members(db.sql, allId), ["p2"]);
+
+      // Two days later, with no event at all, the sweep takes both out of "seen today" only.
+      clock.advance(2 * 86_400_000);
+      assert.ok(await enqueueSweep(queue, clock.now()));
+      await eventually(async () => (await members(db.sql, todayId)).length === 0);
+      assert.deepEqual(await members(db.sql, adultsId), ["p1"]);
+      assert.deepEqual(await members(db.sql, allId), ["p2"]);
+      // The sweep's marker is cleared when it ends: the next minute's sweep can be queued.
+      await eventually(async () => await enqueueSweep(queue, clock.now()));
+      queue.stop();
+      kv.close();
+      await running.catch(() => {});
+    } finally {
+      try {
+        kv.close();
+      } catch { /* closed above */ }
+      await db.close();
+    }
+  });
+}
+
+Deno.test("membership: a redelivered group changes nothing twice; a failing hook never fails the delivery", async () => {
+  const db = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  const clock = testClock();
+  try {
+    const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
+    const queue = createKvQueue(kv, { newId });
+    const deps: MembershipDeps = {
+      sql: db.sql,
+      now: clock.now,
+      newId,
+      budget: () => ({ permit: () => () => {}, timeoutMs: 10_000 }),
+      refreshTimeoutMs: 10_000,
+    };
+    await createSegment(db.sql, {
+      scope: A,
+      id: `seg__${A}__adults`,
+      name: "adults",
+      condition: adults,
+      now: clock.now(),
+    });
+    const handle = createQueueHandler({
+      queue,
+      engine,
+      now: clock.now,
+      afterApply: membershipForwarding(deps, queue).afterApply,
+    });
+    const message: EventsMessage = {
+      kind: "events",
+      id: newId(),
+      brandId: "brand_a",
+      batch: {
+        scope: A,
+        source: "server",
+        receivedAt: clock.now().toISOString(),
+        events: [ageEvent("p1", 30)],
+      },
+    };
+    await handle(message);
+    await handle(structuredClone(message));
+    assert.equal(await feedSize(db.sql), 1);
+
+    const failing = createQueueHandler({
+      queue,
+      engine,
+      now: clock.now,
+      afterApply: () => Promise.reject(new Error("membership store down")),
+    });
+    await failing({
+      ...message,
+      id: newId(),
+      batch: { ...message.batch, events: [ageEvent("p2", 40)] },
+    });
+    const [row] = await db.sql`select count(*)::int as n from profiles where item_id = 'p2'`;
+    assert.equal(row!.n, 1, "the group is applied");
+    assert.deepEqual(await listDeadLetters(kv), []);
+    assert.equal(await feedSize(db.sql), 1);
+  } finally {
+    kv.close();
+    await db.close();
+  }
+});
