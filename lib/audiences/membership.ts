@@ -160,7 +160,7 @@ export async function refreshSegment(
 function _compiled(tx: Tx, condition: Condition, scope: string, now: Date) {
   let tree;
   try {
-    tree = storedCondition(condition, scope, now).tree;
+    tree = storedCondition(condition, now).tree;
   } catch (err) {
     if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
     return null;

@@ -17,12 +17,12 @@ import { type MembershipDeps, refreshSegment } from "./membership.ts";
 const _LATER_MS = 400 * 86_400_000;
 
 /** Whether a stored condition's members can change with time alone (see the module). */
-export function movesWithTime(condition: Condition, scope: string, now: Date): boolean {
+export function movesWithTime(condition: Condition, now: Date): boolean {
   let at: ConditionNode;
   let later: ConditionNode;
   try {
-    at = storedCondition(condition, scope, now).tree;
-    later = storedCondition(condition, scope, new Date(now.getTime() + _LATER_MS)).tree;
+    at = storedCondition(condition, now).tree;
+    later = storedCondition(condition, new Date(now.getTime() + _LATER_MS)).tree;
   } catch (err) {
     if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
     // It stops parsing as time goes by (a date leaving the window): its members will exit.
@@ -65,7 +65,7 @@ export async function sweepTimeDriven(deps: MembershipDeps): Promise<SweepOutcom
     select scope, id, condition from segments order by scope, id`;
   const outcome: SweepOutcome = { segments: 0, entered: 0, exited: 0, failed: 0 };
   for (const segment of segments) {
-    if (!movesWithTime(segment.condition, segment.scope, now)) continue;
+    if (!movesWithTime(segment.condition, now)) continue;
     outcome.segments++;
     try {
       const done = await refreshSegment(deps, segment.scope, segment.id);
