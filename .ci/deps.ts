@@ -30,6 +30,7 @@ export const LAYERS = [
   "lib/engine",
   "lib/ingest",
   "lib/commerce",
+  "lib/privacy",
   "lib/shopify",
   "lib/dashboard",
   "lib/http",

@@ -11,6 +11,7 @@ import {
   type ApplyResult,
   checkEvent,
   type CommitGate,
+  type EventAdmission,
   type EventBatch,
   type EventSource,
   type IngestEvent,
@@ -71,6 +72,15 @@ export function defaultSessionId(profileId: string, timeStamp: string): string {
   return `${profileId}:${timeStamp.slice(0, 10)}`;
 }
 
+/** How a batch is applied: the clock, the caller's budget and gate, the admission hook. */
+export interface ApplyOptions {
+  now: () => Date;
+  deadline?: number;
+  gate?: CommitGate;
+  /** Drops events before they are stored (privacy's erasures and suppressions). */
+  admission?: EventAdmission;
+}
+
 /**
  * Applies a batch in one transaction, set-based (a handful of statements whatever the batch
  * size) and idempotent: an event id already stored is skipped whole, so a redelivered message
@@ -85,7 +95,7 @@ export function defaultSessionId(profileId: string, timeStamp: string): string {
 export async function applyEventBatch(
   sql: Sql,
   batch: EventBatch,
-  options: { now: () => Date; deadline?: number; gate?: CommitGate },
+  options: ApplyOptions,
 ): Promise<ApplyResult[]> {
   return (await applyEventBatches(sql, [batch], options))[0]!;
 }
@@ -99,7 +109,7 @@ export async function applyEventBatch(
 export async function applyEventBatches(
   sql: Sql,
   batches: EventBatch[],
-  options: { now: () => Date; deadline?: number; gate?: CommitGate },
+  options: ApplyOptions,
 ): Promise<ApplyResult[][]> {
   const first = batches[0];
   const results: ApplyResult[][] = batches.map(() => []);
@@ -154,12 +164,21 @@ export async function applyEventBatches(
   const refused = new Map<string, string>();
   // Pixel events refused for the profile they name (decided under its lock).
   const forbidden = new Map<string, string>();
+  // Events the admission hook dropped (decided under the scope's write lock).
+  let dropped: ReadonlySet<string> = new Set();
+  const admitted = async (tx: Tx): Promise<_EventRow[] | null> => {
+    if (await scopeWritesClosed(tx, group.scope)) return null;
+    if (!options.admission) return rows;
+    dropped = await options.admission.drop(tx, group.scope, rows.map(_admittedEvent));
+    return dropped.size === 0 ? rows : rows.filter((row) => !dropped.has(row.id));
+  };
   let updated: Map<string, boolean> | null;
   try {
     // The common case pays nothing for the isolation: no savepoint unless the batch fails.
     updated = await _transaction(sql, options, async (tx) => {
-      if (await scopeWritesClosed(tx, group.scope)) return null;
-      return await _applyRows(tx, group, rows, now, forbidden);
+      const kept = await admitted(tx);
+      if (kept === null) return null;
+      return kept.length === 0 ? new Map() : await _applyRows(tx, group, kept, now, forbidden);
     });
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
@@ -169,10 +188,11 @@ export async function applyEventBatches(
       updated = new Map();
     } else {
       updated = await _transaction(sql, options, async (tx) => {
-        if (await scopeWritesClosed(tx, group.scope)) return null;
+        const kept = await admitted(tx);
+        if (kept === null) return null;
         const changed = new Map<string, boolean>();
         // In the order the whole batch applies them, so the parts have the same effects.
-        const ordered = [...rows].sort((a, b) =>
+        const ordered = [...kept].sort((a, b) =>
           a.time_stamp.localeCompare(b.time_stamp) || a.index - b.index
         );
         const half = Math.ceil(ordered.length / 2);
@@ -194,7 +214,9 @@ export async function applyEventBatches(
     const error = refused.get(row.id);
     const stored = updated.has(row.id);
     const changed = stored && updated.get(row.id)! ? 1 : 0;
-    results[row.batch]![row.position] = error !== undefined
+    results[row.batch]![row.position] = dropped.has(row.id)
+      ? { ok: true, status: 200, result: { updated: 0, processedItems: 0 } }
+      : error !== undefined
       ? { ok: false, status: 400, error }
       : forbidden.has(row.id)
       ? { ok: false, status: 403, error: forbidden.get(row.id)! }
@@ -208,6 +230,15 @@ export async function applyEventBatches(
       : { ok: true, status: 200, result: { updated: 0, processedItems: 0 } };
   }
   return results;
+}
+
+function _admittedEvent(row: _EventRow) {
+  return {
+    id: row.id,
+    profileId: row.profile_id,
+    receivedAt: row.received_at,
+    properties: row.properties,
+  };
 }
 
 /** The database's message for a data error, with its detail and SQLSTATE; bounded. */

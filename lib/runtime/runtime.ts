@@ -15,6 +15,9 @@ import { createEmbeddedEngine } from "../engine/embedded.ts";
 import { startForwarder } from "../ingest/forwarder.ts";
 import { createOutboxQueue } from "../ingest/outbox.ts";
 import { createKvQueue, type IngestQueue } from "../ingest/queue.ts";
+import { createPrivacyAdmission } from "../privacy/admission.ts";
+import { lazyIdentifierHasher } from "../privacy/identifiers.ts";
+import { createPrivacyJob } from "../privacy/requests.ts";
 import { shopSyncDeps } from "../shopify/shop_sync.ts";
 import { createShopSyncJob } from "../shopify/shop_sync_job.ts";
 import type { Database, Sql } from "../store/db.ts";
@@ -31,8 +34,8 @@ export interface Runtime {
   now: () => Date;
   newId: () => string;
   /**
-   * Starts the forwarder on the queue (with the `shop_sync` and `predictions_fit` jobs); settles when the runtime
-   * closes. `wakeMs`: for a forwarder in a process of its own (see `createKvQueue`).
+   * Starts the forwarder on the queue (with the `shop_sync`, `predictions_fit` and
+   * `privacy_request` jobs); settles when the runtime closes. `wakeMs`: for a forwarder in a process of its own (see `createKvQueue`).
    */
   startForwarder(options?: { wakeMs?: number }): Promise<void>;
   /** Stops consuming and closes the stores; a delivery in flight is redelivered later. */
@@ -52,7 +55,12 @@ export async function openRuntime(
   const newId = ulidSource();
   const now = () => new Date();
   const queue = createIngestQueue(stores.kv, config, newId);
-  const engine = createEmbeddedEngine({ sql: stores.sql, now });
+  const hasher = lazyIdentifierHasher(stores.kv, config.tokenEncryptionKey);
+  const engine = createEmbeddedEngine({
+    sql: stores.sql,
+    now,
+    admission: createPrivacyAdmission(hasher),
+  });
   return {
     config,
     kv: stores.kv,
@@ -75,6 +83,12 @@ export async function openRuntime(
             shopSyncDeps(stores, config),
             (brandId) => enqueuePredictionsFit(queue, brandId, now()),
           ),
+          privacy_request: createPrivacyJob({
+            sql: stores.sql,
+            now,
+            hasher,
+            exportBudget: privacyExportBudget(config),
+          }),
           predictions_fit: createPredictionsFitJob({
             sql: stores.sql,
             kv: stores.kv,
@@ -109,4 +123,12 @@ export function createIngestQueue(
   return config.ingestQueue === "outbox"
     ? createOutboxQueue(kv, { ...options, concurrency: config.forwarderConcurrency })
     : createKvQueue(kv, options);
+}
+
+/**
+ * The budget of a privacy export's segment memberships: the job runs one request at a time, on
+ * the forwarder, so it takes no share of the HTTP pool's permits, but the statement budget holds.
+ */
+export function privacyExportBudget(config: Pick<Config, "queryTimeoutMs">) {
+  return { permit: () => () => {}, timeoutMs: config.queryTimeoutMs };
 }

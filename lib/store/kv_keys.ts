@@ -167,3 +167,8 @@ export function predictionsKey(brandId: string): Deno.KvKey {
 export function predictionsFitQueuedKey(brandId: string): Deno.KvKey {
   return ["predictions_fit_queued", brandId];
 }
+
+/** The key of the keyed hash of privacy identifiers, when TOKEN_ENCRYPTION_KEY is unset. */
+export function privacyHashSecretKey(): Deno.KvKey {
+  return ["secrets", "privacy_hash_key"];
+}

@@ -23,6 +23,7 @@ import { brandLevelSummaries } from "./migrations/0016_brand_level_summaries.ts"
 import { contactsBrandCheckHashJoin } from "./migrations/0017_contacts_brand_check_hash_join.ts";
 import { integrationsRedactedAt } from "./migrations/0018_integrations_redacted_at.ts";
 import { profilePredictions } from "./migrations/0019_profile_predictions.ts";
+import { privacy } from "./migrations/0026_privacy.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -52,6 +53,7 @@ export const MIGRATIONS: readonly Migration[] = [
   contactsBrandCheckHashJoin,
   integrationsRedactedAt,
   profilePredictions,
+  privacy,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.
