@@ -18,6 +18,7 @@ import {
 } from "./engine.ts";
 import { EVENT_REGISTRY_VERSION } from "./event_types.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
+import { applyConsent, type Consent, mergeConsents } from "./consents.ts";
 import { scopeWritesClosed, SHOP_ERASED_MESSAGE } from "../tenancy/brands.ts";
 
 interface _EventRow {
@@ -46,6 +47,7 @@ interface _Group {
 interface _ProfileRow {
   item_id: string;
   properties: Record<string, unknown>;
+  consents: Record<string, Consent>;
   provenance: "server" | "pixel" | "merged";
   first_visit: Date | null;
   last_visit: Date | null;
@@ -382,7 +384,8 @@ async function _applyRows(
   );
   const profiles = new Map(
     (await tx<_ProfileRow[]>`
-      select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+      select item_id, properties, consents, provenance, first_visit, last_visit, nb_of_visits,
+             created_at
       from profiles
       where scope = ${scope} and item_id = any(${profileIds}::text[])
       order by item_id
@@ -413,6 +416,13 @@ async function _applyRows(
         }
       }
     }
+    if (row.event_type === "modifyConsent") {
+      const consents = applyConsent(profile.consents, row.properties, scope, row.time_stamp);
+      if (consents) {
+        profile.consents = consents;
+        changed = true;
+      }
+    }
     const ts = new Date(row.time_stamp);
     if (!profile.first_visit || ts < profile.first_visit) profile.first_visit = ts;
     if (!profile.last_visit || ts > profile.last_visit) profile.last_visit = ts;
@@ -438,6 +448,7 @@ async function _applyRows(
     return {
       item_id: id,
       properties: p.properties,
+      consents: p.consents,
       provenance: p.provenance,
       first_visit: p.first_visit?.toISOString() ?? null,
       last_visit: p.last_visit?.toISOString() ?? null,
@@ -446,10 +457,11 @@ async function _applyRows(
   });
   await tx`
     update profiles p
-    set properties = x.properties, provenance = x.provenance, first_visit = x.first_visit,
-        last_visit = x.last_visit, nb_of_visits = x.nb_of_visits, updated_at = ${now}
+    set properties = x.properties, consents = x.consents, provenance = x.provenance,
+        first_visit = x.first_visit, last_visit = x.last_visit, nb_of_visits = x.nb_of_visits,
+        updated_at = ${now}
     from jsonb_to_recordset(${jsonParam(tx, writes)}::jsonb) as x(
-      item_id text, properties jsonb, provenance text, first_visit timestamptz,
+      item_id text, properties jsonb, consents jsonb, provenance text, first_visit timestamptz,
       last_visit timestamptz, nb_of_visits integer)
     where p.scope = ${scope} and p.item_id = x.item_id`;
 
@@ -511,9 +523,9 @@ async function _lockPixelProfiles(
   return new Set(locked.map((r) => r.item_id));
 }
 
-/** True when an event changes more than a profile's visits: an update or a merge. */
+/** True when an event changes more than a profile's visits: an update, a consent or a merge. */
 function _needsProfileLogic(row: _EventRow, source: string): boolean {
-  return row.event_type === "updateProperties" ||
+  return row.event_type === "updateProperties" || row.event_type === "modifyConsent" ||
     (source === "server" && row.target?.itemType === "profile" &&
       row.target.itemId !== row.profile_id);
 }
@@ -735,7 +747,8 @@ export async function mergeProfiles(
   if (keepId === absorbId) return keepId;
   const rows = new Map(
     (await tx<_ProfileRow[]>`
-      select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+      select item_id, properties, consents, provenance, first_visit, last_visit, nb_of_visits,
+             created_at
       from profiles where scope = ${scope} and item_id in (${keepId}, ${absorbId})
       order by item_id for update`).map((row) => [row.item_id, row]),
   );
@@ -749,6 +762,7 @@ export async function mergeProfiles(
   await tx`
     update profiles
     set properties = ${jsonParam(tx, { ...absorb.properties, ...keep.properties })}::jsonb,
+        consents = ${jsonParam(tx, mergeConsents(keep.consents, absorb.consents))}::jsonb,
         provenance = 'merged', first_visit = ${firstVisit}, last_visit = ${lastVisit},
         nb_of_visits = ${keep.nb_of_visits + absorb.nb_of_visits}, updated_at = ${now}
     where scope = ${scope} and item_id = ${keep.item_id}`;

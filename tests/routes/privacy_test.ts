@@ -386,3 +386,85 @@ Deno.test("suppress: later events are dropped before they are stored and counted
     assert.equal((await get(ctx, a.key, "/cdp/profiles/bob")).status, 200);
   });
 });
+
+Deno.test("consent: modifyConsent keeps the profile's consents, shown in the profile and the customer record, addressable in conditions", async () => {
+  await withContext(async (ctx) => {
+    const a = await ctx.seedBrand();
+    const consentEvent = (profileId: string, status: string, typeIdentifier = "newsletter") => ({
+      eventType: "modifyConsent",
+      profileId,
+      properties: {
+        consent: { typeIdentifier, status, statusDate: "2026-11-20T00:00:00Z" },
+      },
+    });
+    await sendEvents(ctx, a.key, [
+      {
+        eventType: "updateProperties",
+        profileId: "bob",
+        properties: { update: { "properties.email": "bob@example.com" } },
+      },
+      consentEvent("bob", "GRANTED"),
+      consentEvent("bob", "DENIED", "sms"),
+      consentEvent("ann", "GRANTED", "sms"),
+    ]);
+    const profile = (await get(ctx, a.key, "/cdp/profiles/bob")).body.profile;
+    assert.deepEqual(profile.consents, {
+      newsletter: {
+        scope: a.scope,
+        typeIdentifier: "newsletter",
+        status: "GRANTED",
+        statusDate: "2026-11-20T00:00:00.000Z",
+        revokeDate: null,
+      },
+      sms: {
+        scope: a.scope,
+        typeIdentifier: "sms",
+        status: "DENIED",
+        statusDate: "2026-11-20T00:00:00.000Z",
+        revokeDate: null,
+      },
+    });
+    const record = (await get(ctx, a.key, "/cdp/customers/bob@example.com")).body;
+    assert.deepEqual(record.profile.consents, profile.consents);
+    const count = async (key: string, value: string) => {
+      const res = await ctx.request("/cdp/query/profile/count", a.key, {
+        method: "POST",
+        headers: JSON_HEADERS,
+        body: JSON.stringify({
+          condition: {
+            type: "profilePropertyCondition",
+            parameterValues: {
+              propertyName: `consents.${key}.status`,
+              comparisonOperator: "equals",
+              propertyValue: value,
+            },
+          },
+        }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      return body.count;
+    };
+    assert.equal(await count("newsletter", "GRANTED"), 1);
+    assert.equal(await count("sms", "GRANTED"), 1);
+    assert.equal(await count("sms", "DENIED"), 1);
+    // Revoked: the entry goes, as in Unomi.
+    await sendEvents(ctx, a.key, [consentEvent("bob", "REVOKED")]);
+    assert.equal(await count("newsletter", "GRANTED"), 0);
+    const bad = await ctx.request("/cdp/query/profile/count", a.key, {
+      method: "POST",
+      headers: JSON_HEADERS,
+      body: JSON.stringify({
+        condition: {
+          type: "profilePropertyCondition",
+          parameterValues: {
+            propertyName: "consents.newsletter.nope",
+            comparisonOperator: "exists",
+          },
+        },
+      }),
+    });
+    assert.equal(bad.status, 400);
+    assert.equal((await errorBody(bad)).error, "invalid_condition");
+  });
+});
