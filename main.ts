@@ -12,6 +12,7 @@ import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
 import type { IngestQueue } from "./lib/ingest/queue.ts";
 import { openRuntime } from "./lib/runtime/runtime.ts";
 import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts";
+import { privacyUpkeep } from "./lib/privacy/upkeep.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
@@ -19,9 +20,12 @@ import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts
 let queue: IngestQueue | null = null;
 // The daily refit of every brand's predictions (docs/commerce.md), queued once the stores are open.
 let refitAll: (() => Promise<void>) | null = null;
+// Lost privacy requests queued again, and event retention enforced (docs/privacy.md).
+let upkeep: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => queue?.drained());
   Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
+  Deno.cron("privacy upkeep", "* * * * *", () => upkeep?.());
 }
 
 const config = loadConfigOrFail(Deno.env.toObject());
@@ -33,6 +37,7 @@ refitAll = () =>
     (queued) => log("info", "daily predictions refit queued", { brands: queued }),
     (err) => log("error", "daily predictions refit not queued", { error: String(err) }),
   );
+upkeep = () => privacyUpkeep(runtime);
 const app = createApp({
   kv: runtime.kv,
   queue: runtime.queue,

@@ -11,6 +11,7 @@ import type { Commands } from "./command.ts";
 import { deadLetterCommands } from "./deadletter_commands.ts";
 import { importCommands } from "./import_commands.ts";
 import { insightsCommands } from "./insights_commands.ts";
+import { privacyCommands } from "./privacy_commands.ts";
 import { schemaCommands } from "./schema_commands.ts";
 import { segmentCommands } from "./segment_commands.ts";
 import { shopCommands } from "./shop_commands.ts";
@@ -22,6 +23,7 @@ export const COMMANDS: Commands = {
   ...segmentCommands,
   ...shopCommands,
   ...insightsCommands,
+  ...privacyCommands,
   ...deadLetterCommands,
   ...schemaCommands,
   ...appCommands,

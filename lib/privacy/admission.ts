@@ -7,7 +7,7 @@
  * @module
  */
 import type { AdmittedEvent, EventAdmission } from "../engine/engine.ts";
-import type { Tx } from "../store/db.ts";
+import type { Sql, Tx } from "../store/db.ts";
 import { eventIdentifiers, type IdentifierHasher } from "./identifiers.ts";
 
 interface _Block {
@@ -77,4 +77,21 @@ async function _count(
   }::bigint[])
       as x(day, n)
     on conflict (scope, day) do update set events = privacy_dropped_daily.events + excluded.events`;
+}
+
+/** Events of the brand dropped by suppression or erasure, per UTC day (inclusive range). */
+export async function droppedEventsByDay(
+  sql: Sql,
+  brandId: string,
+  range: { from?: string; to?: string } = {},
+): Promise<{ day: string; events: number }[]> {
+  const rows = await sql<{ day: string; events: number }[]>`
+    select to_char(d.day, 'YYYY-MM-DD') as day, d.events::int as events
+    from privacy_dropped_daily d
+    join integrations i on i.shop_domain = d.scope and i.brand_id = ${brandId}
+    where d.day >= ${range.from ?? "0001-01-01"}::date and d.day <= ${
+    range.to ?? "9999-12-31"
+  }::date
+    order by d.day`;
+  return rows.map((row) => ({ day: row.day, events: row.events }));
 }

@@ -48,6 +48,7 @@ Deno.test("cli: brand create, brand set and key issue print one JSON object each
       beta: false,
       integration: "disconnected",
       redacted_at: null,
+      event_retention_days: null,
     });
 
     const key = json(
