@@ -47,6 +47,7 @@ const _NAV = [
   ["insights", "Insights", "/app/insights"],
   ["segments", "Segments", "/app/segments"],
   ["keys", "API keys", "/app/keys"],
+  ["privacy", "Privacy", "/app/privacy"],
   ["health", "Health", "/app/health"],
 ] as const;
 
