@@ -12,6 +12,7 @@ import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
 import type { IngestQueue } from "./lib/ingest/queue.ts";
 import { openRuntime } from "./lib/runtime/runtime.ts";
 import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts";
+import { privacyUpkeep } from "./lib/privacy/upkeep.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
@@ -21,10 +22,13 @@ let queue: IngestQueue | null = null;
 let refitAll: (() => Promise<void>) | null = null;
 // A delivery pass to the destinations (docs/audiences.md#delivery), for when no instance is alive.
 let deliver: (() => Promise<void>) | null = null;
+// Lost privacy requests queued again, and event retention enforced (docs/privacy.md).
+let upkeep: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => queue?.drained());
   Deno.cron("deliver to destinations", "* * * * *", () => deliver?.());
   Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
+  Deno.cron("privacy upkeep", "* * * * *", () => upkeep?.());
 }
 
 const config = loadConfigOrFail(Deno.env.toObject());
@@ -40,6 +44,7 @@ refitAll = () =>
     (queued) => log("info", "daily predictions refit queued", { brands: queued }),
     (err) => log("error", "daily predictions refit not queued", { error: String(err) }),
   );
+upkeep = () => privacyUpkeep(runtime);
 const app = createApp({
   kv: runtime.kv,
   queue: runtime.queue,

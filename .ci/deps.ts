@@ -31,6 +31,7 @@ export const LAYERS = [
   "lib/ingest",
   "lib/commerce",
   "lib/audiences",
+  "lib/privacy",
   "lib/shopify",
   "lib/dashboard",
   "lib/http",

@@ -13,6 +13,7 @@ import { appPageRoutes } from "./app_pages/app_pages.tsx";
 import { commerceRoutes } from "./commerce.ts";
 import { customerRoutes } from "./customers.ts";
 import { predictionRoutes } from "./predictions.ts";
+import { privacyRoutes } from "./privacy.ts";
 import { eventRoutes } from "./events.ts";
 import { ingestRoutes, PIXEL_DOOR_PATHS } from "./ingest.ts";
 import { shopifyPixelRoutes } from "./shopify_pixel.ts";
@@ -201,6 +202,7 @@ export function createApp(
   app.route("/", productRoutes(deps));
   app.route("/", customerRoutes(deps, { heavyReads }));
   app.route("/", predictionRoutes(deps));
+  app.route("/", privacyRoutes(deps));
   app.route("/", webhookRoutes(deps));
   // Without ADMIN_TOKEN (or a command table) the operator API does not exist: its paths are 404
   // like any unknown one.

@@ -94,6 +94,15 @@ const record = createRoute({
           shopDomain: _SCOPE,
           shopifyCustomerId: "207119551",
         },
+        consents: {
+          newsletter: {
+            scope: _SCOPE,
+            typeIdentifier: "newsletter",
+            status: "GRANTED",
+            statusDate: "2026-11-01T00:00:00.000Z",
+            revokeDate: null,
+          },
+        },
         segments: ["seg__acme.myshopify.com__frequent_visitors"],
         segments_unknown: [],
         behavior: {

@@ -38,6 +38,10 @@ const ProfileSchema = z.object({
   itemId: z.string(),
   properties: z.record(z.string(), z.unknown()),
   provenance: z.enum(["server", "pixel", "merged"]),
+  consents: z.record(z.string(), z.unknown()).optional().openapi({
+    description: "One profile's read only: Unomi's consents map by type identifier " +
+      "({scope, typeIdentifier, status, statusDate, revokeDate}), kept by modifyConsent events",
+  }),
 }).openapi("Profile");
 
 const EventSchema = z.object({

@@ -5,6 +5,7 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
+import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { parseShopDomain } from "../lib/tenancy/brands.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -96,6 +97,10 @@ const shopifyWebhook = createRoute({
               "integration_disconnected",
               "no_identifier",
             ]).optional(),
+            privacy_request_id: z.string().optional().openapi({
+              description: "customers/redact, customers/data_request: the erase or export " +
+                "request recorded (GET /cdp/privacy/requests/{id})",
+            }),
           }),
           example: { received: true, outcome: "applied" },
         },
@@ -107,6 +112,10 @@ const shopifyWebhook = createRoute({
 
 /** POST /webhooks/shopify. */
 export function webhookRoutes(deps: AppDeps) {
+  const privacy = {
+    hasher: lazyIdentifierHasher(deps.kv, deps.config.tokenEncryptionKey),
+    queue: deps.queue,
+  };
   const secret = deps.config.shopify.apiSecret;
   const key = secret ? importWebhookKey(secret) : null;
   return newRouter().openapi(shopifyWebhook, async (c) => {
@@ -145,7 +154,7 @@ export function webhookRoutes(deps: AppDeps) {
       throw new HttpError(400, "bad_request", "body is not a JSON object");
     }
     const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
-    const result = await applyWebhook(deps, {
+    const result = await applyWebhook({ ...deps, privacy }, {
       topic: topic!.toLowerCase(),
       shop,
       webhookId: webhookId!,

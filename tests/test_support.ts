@@ -12,6 +12,8 @@ import { COMMANDS } from "../lib/admin/command_table.ts";
 import type { AppDeps, AppEnv } from "../lib/http/app_env.ts";
 import { createBrand } from "../lib/tenancy/brands.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
+import { createPrivacyAdmission } from "../lib/privacy/admission.ts";
+import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 import {
   createKvQueue,
   type EventsMessage,
@@ -182,7 +184,12 @@ export async function createTestContext(
     ...env,
   });
   const newId = monotonicFactory();
-  const engine = createEmbeddedEngine({ sql: database.sql, now: clock.now });
+  // As the runtime builds it: privacy's admission hook drops erased and suppressed people.
+  const engine = createEmbeddedEngine({
+    sql: database.sql,
+    now: clock.now,
+    admission: createPrivacyAdmission(lazyIdentifierHasher(kv, config.tokenEncryptionKey)),
+  });
   // Deno KV's own queue whatever INGEST_QUEUE says (the outbox has its own tests).
   const queue = createIngestQueue(queueKv ?? kv, { ...config, ingestQueue: "kv" }, newId);
   const deps: AppDeps = {

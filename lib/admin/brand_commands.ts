@@ -9,6 +9,8 @@ import { apiKeyView, isLive, issueApiKey, listApiKeys, revokeApiKey } from "../t
 import { createBrand, listBrands, setBrand } from "../tenancy/brands.ts";
 import { openTokenCipher } from "../tenancy/token_cipher.ts";
 import { summarizeUsage } from "../http/usage.ts";
+import { readEventRetention, setEventRetention } from "../privacy/retention.ts";
+import { droppedEventsByDay } from "../privacy/admission.ts";
 import {
   brandIdArg,
   type Commands,
@@ -49,14 +51,21 @@ export const brandCommands: Commands = {
   }),
 
   "brand set": defineCommand({
-    usage: `--brand ID [--beta on|off] [--integration connected|disconnected]`,
-    summary: "Turns the commerce beta on or off, connects or disconnects the storefront.",
+    usage: `--brand ID [--beta on|off] [--integration connected|disconnected] ` +
+      `[--event-retention-days N|off]`,
+    summary: "Turns the commerce beta on or off, connects or disconnects the storefront, sets " +
+      "how many days events are kept (off: for ever; enforced within a minute).",
     parse(args) {
       const { values } = parseFlags(args, {
         brand: { type: "string" },
         beta: { type: "string" },
         integration: { type: "string" },
+        "event-retention-days": { type: "string" },
       });
+      const retention = values["event-retention-days"] as string | undefined;
+      if (retention !== undefined && retention !== "off" && !/^[1-9]\d{0,5}$/.test(retention)) {
+        throw new UsageError("--event-retention-days takes a number of days (1 or more) or off");
+      }
       const brandId = brandIdArg(requiredFlag(values, "brand"));
       const beta = values.beta as string | undefined;
       if (beta !== undefined && beta !== "on" && beta !== "off") {
@@ -68,10 +77,24 @@ export const brandCommands: Commands = {
       ) {
         throw new UsageError("--integration takes connected or disconnected");
       }
-      return { brandId, beta: beta === undefined ? undefined : beta === "on", integration };
+      return {
+        brandId,
+        beta: beta === undefined ? undefined : beta === "on",
+        integration,
+        eventRetentionDays: retention === undefined
+          ? undefined
+          : retention === "off"
+          ? null
+          : Number(retention),
+      };
     },
     async run(stores, input) {
-      return await setBrand({ sql: stores.sql, kv: stores.kv, now: () => new Date() }, input);
+      const { eventRetentionDays, ...rest } = input;
+      if (eventRetentionDays !== undefined) {
+        await setEventRetention(stores.sql, input.brandId, eventRetentionDays);
+      }
+      const view = await setBrand({ sql: stores.sql, kv: stores.kv, now: () => new Date() }, rest);
+      return { ...view, event_retention_days: await readEventRetention(stores.sql, input.brandId) };
     },
   }),
 
@@ -182,6 +205,7 @@ export const brandCommands: Commands = {
         to: input.to ?? null,
         total: rows.reduce((sum, row) => sum + row.requests, 0),
         days: rows,
+        privacy_dropped: await droppedEventsByDay(stores.sql, input.brandId, input),
       };
     },
   }),

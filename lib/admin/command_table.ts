@@ -14,6 +14,7 @@ import { importCommands } from "./import_commands.ts";
 import { insightsCommands } from "./insights_commands.ts";
 import { rejectedCommands } from "./rejected_commands.ts";
 import { pixelCommands } from "./pixel_commands.ts";
+import { privacyCommands } from "./privacy_commands.ts";
 import { schemaCommands } from "./schema_commands.ts";
 import { segmentCommands } from "./segment_commands.ts";
 import { shopCommands } from "./shop_commands.ts";
@@ -25,6 +26,7 @@ export const COMMANDS: Commands = {
   ...segmentCommands,
   ...shopCommands,
   ...insightsCommands,
+  ...privacyCommands,
   ...deadLetterCommands,
   ...rejectedCommands,
   ...destinationCommands,

@@ -133,6 +133,7 @@ export async function customerRecord(
       id: profile.itemId,
       provenance: profile.provenance,
       identity: identityOf(profile.properties),
+      consents: profile.consents ?? {},
       segments: memberships?.member ?? [],
       segments_unknown: memberships?.unknown ?? [],
       behavior: {

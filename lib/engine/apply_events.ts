@@ -11,12 +11,14 @@ import {
   type ApplyResult,
   checkEvent,
   type CommitGate,
+  type EventAdmission,
   type EventBatch,
   type EventSource,
   type IngestEvent,
 } from "./engine.ts";
 import { EVENT_REGISTRY_VERSION } from "./event_types.ts";
 import { applyUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
+import { applyConsent, type Consent, mergeConsents } from "./consents.ts";
 import { scopeWritesClosed, SHOP_ERASED_MESSAGE } from "../tenancy/brands.ts";
 import { type SessionProperties, sessionPropertiesOf } from "./session_context.ts";
 import { assignSessionIds } from "./session_windows.ts";
@@ -52,6 +54,7 @@ interface _Group {
 interface _ProfileRow {
   item_id: string;
   properties: Record<string, unknown>;
+  consents: Record<string, Consent>;
   provenance: "server" | "pixel" | "merged";
   first_visit: Date | null;
   last_visit: Date | null;
@@ -72,6 +75,15 @@ export const PIXEL_NOT_ANONYMOUS =
   "the pixel proxy writes only anonymous profiles; this profile id belongs to an identified " +
   "(server or merged) profile";
 
+/** How a batch is applied: the clock, the caller's budget and gate, the admission hook. */
+export interface ApplyOptions {
+  now: () => Date;
+  deadline?: number;
+  gate?: CommitGate;
+  /** Drops events before they are stored (privacy's erasures and suppressions). */
+  admission?: EventAdmission;
+}
+
 /**
  * Applies a batch in one transaction, set-based (a handful of statements whatever the batch
  * size) and idempotent: an event id already stored is skipped whole, so a redelivered message
@@ -86,7 +98,7 @@ export const PIXEL_NOT_ANONYMOUS =
 export async function applyEventBatch(
   sql: Sql,
   batch: EventBatch,
-  options: { now: () => Date; deadline?: number; gate?: CommitGate },
+  options: ApplyOptions,
 ): Promise<ApplyResult[]> {
   return (await applyEventBatches(sql, [batch], options))[0]!;
 }
@@ -100,7 +112,7 @@ export async function applyEventBatch(
 export async function applyEventBatches(
   sql: Sql,
   batches: EventBatch[],
-  options: { now: () => Date; deadline?: number; gate?: CommitGate },
+  options: ApplyOptions,
 ): Promise<ApplyResult[][]> {
   const first = batches[0];
   const results: ApplyResult[][] = batches.map(() => []);
@@ -157,12 +169,21 @@ export async function applyEventBatches(
   const refused = new Map<string, string>();
   // Pixel events refused for the profile they name (decided under its lock).
   const forbidden = new Map<string, string>();
+  // Events the admission hook dropped (decided under the scope's write lock).
+  let dropped: ReadonlySet<string> = new Set();
+  const admitted = async (tx: Tx): Promise<_EventRow[] | null> => {
+    if (await scopeWritesClosed(tx, group.scope)) return null;
+    if (!options.admission) return rows;
+    dropped = await options.admission.drop(tx, group.scope, rows.map(_admittedEvent));
+    return dropped.size === 0 ? rows : rows.filter((row) => !dropped.has(row.id));
+  };
   let updated: Map<string, boolean> | null;
   try {
     // The common case pays nothing for the isolation: no savepoint unless the batch fails.
     updated = await _transaction(sql, options, async (tx) => {
-      if (await scopeWritesClosed(tx, group.scope)) return null;
-      return await _applyRows(tx, group, rows, now, forbidden);
+      const kept = await admitted(tx);
+      if (kept === null) return null;
+      return kept.length === 0 ? new Map() : await _applyRows(tx, group, kept, now, forbidden);
     });
   } catch (err) {
     if (databaseFailure(err) !== "data") throw err;
@@ -172,10 +193,11 @@ export async function applyEventBatches(
       updated = new Map();
     } else {
       updated = await _transaction(sql, options, async (tx) => {
-        if (await scopeWritesClosed(tx, group.scope)) return null;
+        const kept = await admitted(tx);
+        if (kept === null) return null;
         const changed = new Map<string, boolean>();
         // In the order the whole batch applies them, so the parts have the same effects.
-        const ordered = [...rows].sort((a, b) =>
+        const ordered = [...kept].sort((a, b) =>
           a.time_stamp.localeCompare(b.time_stamp) || a.index - b.index
         );
         const half = Math.ceil(ordered.length / 2);
@@ -197,7 +219,9 @@ export async function applyEventBatches(
     const error = refused.get(row.id);
     const stored = updated.has(row.id);
     const changed = stored && updated.get(row.id)! ? 1 : 0;
-    results[row.batch]![row.position] = error !== undefined
+    results[row.batch]![row.position] = dropped.has(row.id)
+      ? { ok: true, status: 200, result: { updated: 0, processedItems: 0 } }
+      : error !== undefined
       ? { ok: false, status: 400, error }
       : forbidden.has(row.id)
       ? { ok: false, status: 403, error: forbidden.get(row.id)! }
@@ -211,6 +235,15 @@ export async function applyEventBatches(
       : { ok: true, status: 200, result: { updated: 0, processedItems: 0 } };
   }
   return results;
+}
+
+function _admittedEvent(row: _EventRow) {
+  return {
+    id: row.id,
+    profileId: row.profile_id,
+    receivedAt: row.received_at,
+    properties: row.properties,
+  };
 }
 
 /** The database's message for a data error, with its detail and SQLSTATE; bounded. */
@@ -356,7 +389,8 @@ async function _applyRows(
   );
   const profiles = new Map(
     (await tx<_ProfileRow[]>`
-      select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+      select item_id, properties, consents, provenance, first_visit, last_visit, nb_of_visits,
+             created_at
       from profiles
       where scope = ${scope} and item_id = any(${profileIds}::text[])
       order by item_id
@@ -387,6 +421,13 @@ async function _applyRows(
         }
       }
     }
+    if (row.event_type === "modifyConsent") {
+      const consents = applyConsent(profile.consents, row.properties, scope, row.time_stamp);
+      if (consents) {
+        profile.consents = consents;
+        changed = true;
+      }
+    }
     const ts = new Date(row.time_stamp);
     if (!profile.first_visit || ts < profile.first_visit) profile.first_visit = ts;
     if (!profile.last_visit || ts > profile.last_visit) profile.last_visit = ts;
@@ -412,6 +453,7 @@ async function _applyRows(
     return {
       item_id: id,
       properties: p.properties,
+      consents: p.consents,
       provenance: p.provenance,
       first_visit: p.first_visit?.toISOString() ?? null,
       last_visit: p.last_visit?.toISOString() ?? null,
@@ -420,10 +462,11 @@ async function _applyRows(
   });
   await tx`
     update profiles p
-    set properties = x.properties, provenance = x.provenance, first_visit = x.first_visit,
-        last_visit = x.last_visit, nb_of_visits = x.nb_of_visits, updated_at = ${now}
+    set properties = x.properties, consents = x.consents, provenance = x.provenance,
+        first_visit = x.first_visit, last_visit = x.last_visit, nb_of_visits = x.nb_of_visits,
+        updated_at = ${now}
     from jsonb_to_recordset(${jsonParam(tx, writes)}::jsonb) as x(
-      item_id text, properties jsonb, provenance text, first_visit timestamptz,
+      item_id text, properties jsonb, consents jsonb, provenance text, first_visit timestamptz,
       last_visit timestamptz, nb_of_visits integer)
     where p.scope = ${scope} and p.item_id = x.item_id`;
 
@@ -485,9 +528,9 @@ async function _lockPixelProfiles(
   return new Set(locked.map((r) => r.item_id));
 }
 
-/** True when an event changes more than a profile's visits: an update or a merge. */
+/** True when an event changes more than a profile's visits: an update, a consent or a merge. */
 function _needsProfileLogic(row: _EventRow, source: string): boolean {
-  return row.event_type === "updateProperties" ||
+  return row.event_type === "updateProperties" || row.event_type === "modifyConsent" ||
     (source === "server" && row.target?.itemType === "profile" &&
       row.target.itemId !== row.profile_id);
 }
@@ -739,7 +782,8 @@ export async function mergeProfiles(
   if (keepId === absorbId) return keepId;
   const rows = new Map(
     (await tx<_ProfileRow[]>`
-      select item_id, properties, provenance, first_visit, last_visit, nb_of_visits, created_at
+      select item_id, properties, consents, provenance, first_visit, last_visit, nb_of_visits,
+             created_at
       from profiles where scope = ${scope} and item_id in (${keepId}, ${absorbId})
       order by item_id for update`).map((row) => [row.item_id, row]),
   );
@@ -753,6 +797,7 @@ export async function mergeProfiles(
   await tx`
     update profiles
     set properties = ${jsonParam(tx, { ...absorb.properties, ...keep.properties })}::jsonb,
+        consents = ${jsonParam(tx, mergeConsents(keep.consents, absorb.consents))}::jsonb,
         provenance = 'merged', first_visit = ${firstVisit}, last_visit = ${lastVisit},
         nb_of_visits = ${keep.nb_of_visits + absorb.nb_of_visits}, updated_at = ${now}
     where scope = ${scope} and item_id = ${keep.item_id}`;

@@ -11,6 +11,7 @@
  */
 import { checkEventProperties, findEventType } from "./event_types.ts";
 import { checkUpdateProperties, type UpdatePropertiesPayload } from "./update_properties.ts";
+import type { Tx } from "../store/db.ts";
 
 /** An event accepted at the edge, with its server id. */
 export interface IngestEvent {
@@ -39,6 +40,30 @@ export interface EventBatch {
    * message queued before an upgrade). Absent: unchecked (the sync path, a replayed fix).
    */
   checked?: string;
+}
+
+/** What an {@linkcode EventAdmission} sees of an event about to be stored. */
+export interface AdmittedEvent {
+  id: string;
+  profileId: string;
+  /** When the edge accepted it (its batch's `receivedAt`). */
+  receivedAt: string;
+  properties: Record<string, unknown>;
+}
+
+/**
+ * A hook of the apply transaction: asked under the scope's write lock, before anything is
+ * stored, which events to drop. A dropped event stores nothing (no event, profile, session or
+ * visit) and its result is that of an event already stored. Privacy (lib/privacy) implements it:
+ * erased and suppressed people are dropped there, so a batch queued before an erase cannot bring
+ * the person back. It may write its own counts in `tx`.
+ */
+export interface EventAdmission {
+  drop(
+    tx: Tx,
+    scope: string,
+    events: readonly AdmittedEvent[],
+  ): Promise<ReadonlySet<string>>;
 }
 
 /** The engine's answer for one event (the synchronous ingest's `results[]`, without the index). */

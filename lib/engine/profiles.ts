@@ -55,11 +55,14 @@ export interface ProfileView {
   itemId: string;
   properties: Record<string, unknown>;
   provenance: "server" | "pixel" | "merged";
+  /** Unomi's consents map (lib/engine/consents.ts), on a profile read alone. */
+  consents?: Record<string, unknown>;
 }
 
 interface _ProfileRow {
   item_id: string;
   properties: Record<string, unknown>;
+  consents?: Record<string, unknown>;
   provenance: "server" | "pixel" | "merged";
   first_visit: Date | null;
   last_visit: Date | null;
@@ -88,6 +91,7 @@ export function profileView(row: _ProfileRow): ProfileView {
       nbOfVisits: row.nb_of_visits,
     },
     provenance: row.provenance,
+    ...(row.consents ? { consents: row.consents } : {}),
   };
 }
 
@@ -98,7 +102,8 @@ export async function findProfile(
   id: string,
 ): Promise<ProfileView | null> {
   const [row] = await sql<_ProfileRow[]>`
-    select p.item_id, p.properties, p.provenance, p.first_visit, p.last_visit, p.nb_of_visits
+    select p.item_id, p.properties, p.consents, p.provenance, p.first_visit, p.last_visit,
+           p.nb_of_visits
     from profiles p
     where p.scope = ${scope}
       and p.item_id = coalesce(

@@ -20,6 +20,9 @@ import { createEmbeddedEngine } from "../engine/embedded.ts";
 import { startForwarder } from "../ingest/forwarder.ts";
 import { createOutboxQueue } from "../ingest/outbox.ts";
 import { createKvQueue, type IngestQueue } from "../ingest/queue.ts";
+import { createPrivacyAdmission } from "../privacy/admission.ts";
+import { lazyIdentifierHasher } from "../privacy/identifiers.ts";
+import { createPrivacyJob } from "../privacy/requests.ts";
 import { shopSyncDeps } from "../shopify/shop_sync.ts";
 import { createShopSyncJob } from "../shopify/shop_sync_job.ts";
 import { createPixelStitchJob } from "../shopify/pixel_claims.ts";
@@ -37,10 +40,10 @@ export interface Runtime {
   now: () => Date;
   newId: () => string;
   /**
-   * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch` and `predictions_fit` jobs, segment
-   * membership's hook and jobs, the minute's sweep of time-driven segments, and the destinations'
-   * delivery timer); settles when the runtime closes. `wakeMs`: for a forwarder in a process of
-   * its own (see `createKvQueue`).
+   * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch`, `predictions_fit` and
+   * `privacy_request` jobs, segment membership's hook and jobs, the minute's sweep of time-driven
+   * segments, and the destinations' delivery timer); settles when the runtime closes. `wakeMs`: for
+   * a forwarder in a process of its own (see `createKvQueue`).
    */
   startForwarder(options?: { wakeMs?: number }): Promise<void>;
   /** Makes one delivery pass to the destinations now (the Deno Deploy cron's). */
@@ -62,7 +65,12 @@ export async function openRuntime(
   const newId = ulidSource();
   const now = () => new Date();
   const queue = createIngestQueue(stores.kv, config, newId);
-  const engine = createEmbeddedEngine({ sql: stores.sql, now });
+  const hasher = lazyIdentifierHasher(stores.kv, config.tokenEncryptionKey);
+  const engine = createEmbeddedEngine({
+    sql: stores.sql,
+    now,
+    admission: createPrivacyAdmission(hasher),
+  });
   const deliveryDeps = {
     sql: stores.sql,
     kv: stores.kv,
@@ -103,6 +111,12 @@ export async function openRuntime(
             (brandId) => enqueuePredictionsFit(queue, brandId, now()),
           ),
           pixel_stitch: createPixelStitchJob({ sql: stores.sql, now }),
+          privacy_request: createPrivacyJob({
+            sql: stores.sql,
+            now,
+            hasher,
+            exportBudget: privacyExportBudget(config),
+          }),
           predictions_fit: createPredictionsFitJob({
             sql: stores.sql,
             kv: stores.kv,
@@ -168,4 +182,12 @@ export function membershipDeps(
     }),
     refreshTimeoutMs: _REFRESH_TIMEOUT_MS,
   };
+}
+
+/**
+ * The budget of a privacy export's segment memberships: the job runs one request at a time, on
+ * the forwarder, so it takes no share of the HTTP pool's permits, but the statement budget holds.
+ */
+export function privacyExportBudget(config: Pick<Config, "queryTimeoutMs">) {
+  return { permit: () => () => {}, timeoutMs: config.queryTimeoutMs };
 }

@@ -35,6 +35,9 @@ import type { OrderLine } from "../commerce/order_lines.ts";
 import { upsertOrder } from "../commerce/orders.ts";
 import { upsertSubscription } from "../commerce/subscriptions.ts";
 import { markInsightsChanged } from "../commerce/summaries.ts";
+import type { IngestQueue } from "../ingest/queue.ts";
+import type { IdentifierHasher } from "../privacy/identifiers.ts";
+import { queueRequest, recordRequest } from "../privacy/requests.ts";
 import {
   mapShopifyCustomer,
   mapShopifyOrder,
@@ -142,6 +145,8 @@ export interface WebhookResult {
   outcome: "applied" | "duplicate" | "stale" | "ignored";
   /** Why an `ignored` delivery was ignored. */
   reason?: "unknown_shop" | "unsupported_topic" | "integration_disconnected" | "no_identifier";
+  /** customers/redact and customers/data_request: the privacy request recorded (erase, export). */
+  privacy_request_id?: string;
 }
 
 /** What {@linkcode applyWebhook} needs. */
@@ -153,6 +158,12 @@ export interface WebhookDeps {
   newId: () => string;
   /** Where log lines go (customers/data_request); `log` (lib/log.ts) by default. */
   log?: (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * customers/redact and customers/data_request become privacy requests (erase, export): the
+   * identifiers' keyed hash, and the queue they are sent on after the commit (without one, the
+   * minutely upkeep queues them).
+   */
+  privacy: { hasher: () => Promise<IdentifierHasher>; queue?: Pick<IngestQueue, "send"> };
 }
 
 type _Effect = (tx: Tx) => Promise<WebhookResult>;
@@ -172,7 +183,8 @@ export async function applyWebhook(
   if (!integration) return { outcome: "ignored", reason: "unknown_shop" };
   _checkPayloadShop(delivery);
   const connected = integration.status === "connected";
-  const effect = _effect(deps, delivery, integration.brand_id, connected);
+  const hasher = _PRIVACY_TOPICS.has(delivery.topic) ? await deps.privacy.hasher() : null;
+  const effect = _effect(deps, delivery, integration.brand_id, connected, hasher);
   await _claimDelivery(deps.kv, delivery);
   const now = deps.now();
   const result = await deps.sql.begin(async (sql) => {
@@ -187,6 +199,12 @@ export async function applyWebhook(
   });
   if (result.outcome === "applied" && _DISCONNECTING_TOPICS.has(delivery.topic)) {
     await bumpBrandVersion(deps.kv, integration.brand_id);
+  }
+  if (result.privacy_request_id && deps.privacy.queue) {
+    await queueRequest({ queue: deps.privacy.queue }, {
+      brandId: integration.brand_id,
+      requestId: result.privacy_request_id,
+    });
   }
   await pruneWebhookDeliveries(deps.sql, now);
   return result;
@@ -211,6 +229,8 @@ export async function pruneWebhookDeliveries(sql: Sql, now: Date): Promise<numbe
 
 // Topics whose effect changes the brand's integration (cached by the request pipeline).
 const _DISCONNECTING_TOPICS = new Set(["app/uninstalled", "shop/redact"]);
+// Topics that record a privacy request.
+const _PRIVACY_TOPICS = new Set(["customers/redact", "customers/data_request"]);
 
 /**
  * Privacy and shop payloads name their shop (`shop_domain`, `myshopify_domain`), and an order's
@@ -273,9 +293,35 @@ function _effect(
   delivery: WebhookDelivery,
   brandId: string,
   connected: boolean,
+  hasher: IdentifierHasher | null,
 ): _Effect {
   const { topic, payload } = delivery;
   const base = { brandId, newId: deps.newId, now: deps.now() };
+  // customers/redact and customers/data_request: a privacy request of the customer.
+  const privacyRequest =
+    (type: "erase" | "export", person: _ShopifyPerson, orderIds: string[]) =>
+    async (tx: Tx): Promise<WebhookResult> => {
+      const [identifier, ...extraIdentifiers] = [
+        person.shopifyCustomerId,
+        person.email,
+        person.phone,
+      ].filter((id): id is string => id !== null);
+      if (!identifier) return { outcome: "ignored", reason: "no_identifier" };
+      const id = await recordRequest(
+        tx,
+        { newId: deps.newId, now: deps.now, hasher: hasher! },
+        {
+          brandId,
+          scope: delivery.shop,
+          type,
+          identifier,
+          extraIdentifiers,
+          requestedBy: `shopify:${topic}`,
+          details: type === "erase" ? { orderIds } : {},
+        },
+      );
+      return { outcome: "applied", privacy_request_id: id };
+    };
   const isDataTopic = !(LIFECYCLE_TOPICS as readonly string[]).includes(topic);
   if (!WEBHOOK_TOPICS.includes(topic)) {
     return () => Promise.resolve({ outcome: "ignored", reason: "unsupported_topic" });
@@ -307,10 +353,11 @@ function _effect(
       };
     case "customers/redact": {
       const request = _redactRequest(payload);
-      return (tx) => _redactCustomer(tx, { ...base, ...request, scope: delivery.shop });
+      return privacyRequest("erase", request, request.orderIds);
     }
     case "customers/data_request": {
       const customer = _object(payload.customer);
+      const person = _shopifyPerson(customer ?? {});
       const fields = {
         shop: delivery.shop,
         webhook_id: delivery.webhookId,
@@ -320,10 +367,12 @@ function _effect(
           ? payload.orders_requested.length
           : 0,
       };
-      return () => {
-        // The data goes to the merchant out of band; this line is the record (no personal data).
+      const exportRequest = privacyRequest("export", person, []);
+      return (tx) => {
+        // The merchant downloads the export from the dashboard; this line is the record of the
+        // delivery (no personal data).
         (deps.log ?? log)("info", "shopify customers/data_request", fields);
-        return Promise.resolve({ outcome: "applied" });
+        return exportRequest(tx);
       };
     }
     case "shop/redact":
@@ -351,6 +400,9 @@ function _effect(
         // Who was in which segment, and when they entered or left: nobody is told any more.
         await tx`delete from segment_members where scope = ${scope}`;
         await tx`delete from segment_changes where scope = ${scope}`;
+        // The brand's privacy requests hold identifiers, its exports personal data (the audit,
+        // keyed hashes only, and the suppressions stay).
+        await tx`delete from privacy_requests where brand_id = ${brandId}`;
         await _disconnect(tx, brandId, base.now, { clearToken: true });
         await markInsightsChanged(tx, brandId);
         return { outcome: "applied" };
@@ -459,14 +511,21 @@ async function _disconnect(
     where brand_id = ${brandId} and provider = 'shopify'`;
 }
 
-interface _RedactRequest {
+interface _ShopifyPerson {
   shopifyCustomerId: string | null;
   email: string | null;
   phone: string | null;
-  orderIds: string[];
 }
 
-function _redactRequest(payload: Payload): _RedactRequest {
+function _shopifyPerson(customer: Payload): _ShopifyPerson {
+  return {
+    shopifyCustomerId: shopifyId(customer.id) ?? null,
+    email: normalizeEmail(typeof customer.email === "string" ? customer.email : null),
+    phone: normalizePhone(typeof customer.phone === "string" ? customer.phone : null),
+  };
+}
+
+function _redactRequest(payload: Payload): _ShopifyPerson & { orderIds: string[] } {
   const customer = _object(payload.customer);
   const orders = payload.orders_to_redact ?? [];
   if (!customer || !Array.isArray(orders)) {
@@ -476,100 +535,9 @@ function _redactRequest(payload: Payload): _RedactRequest {
     );
   }
   return {
-    shopifyCustomerId: shopifyId(customer.id) ?? null,
-    email: normalizeEmail(typeof customer.email === "string" ? customer.email : null),
-    phone: normalizePhone(typeof customer.phone === "string" ? customer.phone : null),
+    ..._shopifyPerson(customer),
     orderIds: orders.map((id) => shopifyId(id)).filter((id): id is string => id !== undefined),
   };
-}
-
-/**
- * customers/redact: deletes the brand's contacts matching the customer (Shopify id, normalized
- * email or E.164 phone), with every personal field they held; their orders and the listed
- * `orders_to_redact` stay (totals, line items, dates) but lose their customer link for good; their
- * subscriptions stay without a customer.
- */
-async function _redactCustomer(
-  tx: Tx,
-  input: _RedactRequest & { brandId: string; scope: string; now: Date; newId: () => string },
-): Promise<WebhookResult> {
-  const contacts = await tx<{ id: string }[]>`
-    select id from contacts
-    where brand_id = ${input.brandId}
-      and ((${input.shopifyCustomerId}::text is not null
-            and shopify_customer_id = ${input.shopifyCustomerId})
-        or (${input.email}::text is not null and email = ${input.email})
-        or (${input.phone}::text is not null and phone = ${input.phone}))`;
-  const contactIds = contacts.map((row) => row.id);
-  await tx`
-    update orders set contact_id = null, customer_redacted_at = ${input.now}
-    where brand_id = ${input.brandId}
-      and (contact_id = any(${contactIds}::text[]) or external_id = any(${input.orderIds}::text[]))`;
-  await tx`update subscriptions set contact_id = null
-           where brand_id = ${input.brandId} and contact_id = any(${contactIds}::text[])`;
-  await tx`delete from contacts where brand_id = ${input.brandId} and id = any(${contactIds}::text[])`;
-  await _redactProfiles(tx, input);
-  // The storefront's claims naming the customer (by email, or on one of the orders).
-  await tx`
-    delete from pixel_claims
-    where scope = ${input.scope}
-      and ((${input.email}::text is not null and email = lower(${input.email}))
-        or order_id = any(${input.orderIds}::text[]))`;
-  // The brand's insight summaries drop the customer at their next refresh (they hold no personal
-  // field, and an erased contact can no longer be looked up or listed as at risk).
-  await markInsightsChanged(tx, input.brandId);
-  return { outcome: "applied" };
-}
-
-/**
- * Erases the engine's data of the customer in the shop's scope: every profile whose identity
- * carries the Shopify id, email or phone (case-insensitive, as the customer lookup matches), the
- * ids it absorbed, and the events and sessions sent under any of those ids. Those profiles leave
- * every segment (an `exited` change each, lib/audiences).
- */
-async function _redactProfiles(
-  tx: Tx,
-  input: {
-    scope: string;
-    shopifyCustomerId: string | null;
-    email: string | null;
-    phone: string | null;
-    now: Date;
-    newId: () => string;
-  },
-): Promise<void> {
-  const matches = [
-    input.shopifyCustomerId &&
-    tx`lower(properties ->> 'shopifyCustomerId') = lower(${input.shopifyCustomerId})`,
-    input.email && tx`lower(properties ->> 'email') = lower(${input.email})`,
-    input.phone && tx`lower(properties ->> 'phoneNumber') = lower(${input.phone})`,
-  ].filter((m) => !!m);
-  if (matches.length === 0) return;
-  const profiles: { item_id: string }[] = [];
-  for (const match of matches) {
-    profiles.push(
-      ...await tx<{ item_id: string }[]>`
-      select item_id from profiles where scope = ${input.scope} and ${match}`,
-    );
-  }
-  const roots = [...new Set(profiles.map((p) => p.item_id))];
-  if (roots.length === 0) return;
-  const aliases = await tx<{ alias_id: string }[]>`
-    select alias_id from profile_aliases
-    where scope = ${input.scope} and profile_id = any(${roots}::text[])`;
-  const ids = [...new Set([...roots, ...aliases.map((a) => a.alias_id)])];
-  await tx`delete from events where scope = ${input.scope} and profile_id = any(${ids}::text[])`;
-  await tx`delete from sessions where scope = ${input.scope} and profile_id = any(${ids}::text[])`;
-  await tx`delete from profile_aliases
-           where scope = ${input.scope}
-             and (profile_id = any(${ids}::text[]) or alias_id = any(${ids}::text[]))`;
-  await tx`delete from profiles where scope = ${input.scope} and item_id = any(${ids}::text[])`;
-  await exitProfiles(tx, {
-    scope: input.scope,
-    profileIds: ids,
-    now: input.now,
-    newId: input.newId,
-  });
 }
 
 /** True when `incoming` is strictly older than `stored` (both present). */

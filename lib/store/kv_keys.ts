@@ -192,3 +192,8 @@ export function destinationRateKey(brandId: string, minute: number): Deno.KvKey 
 export function membershipSweepQueuedKey(): Deno.KvKey {
   return ["membership_sweep_queued"];
 }
+
+/** The key of the keyed hash of privacy identifiers, when TOKEN_ENCRYPTION_KEY is unset. */
+export function privacyHashSecretKey(): Deno.KvKey {
+  return ["secrets", "privacy_hash_key"];
+}

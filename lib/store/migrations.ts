@@ -29,6 +29,7 @@ import { segmentsStoreCallerTree } from "./migrations/0020_segments_store_caller
 import { pixelClaims } from "./migrations/0023_pixel_claims.ts";
 import { segmentMembership } from "./migrations/0024_segment_membership.ts";
 import { destinations } from "./migrations/0025_destinations.ts";
+import { privacy } from "./migrations/0026_privacy.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -64,6 +65,7 @@ export const MIGRATIONS: readonly Migration[] = [
   pixelClaims,
   segmentMembership,
   destinations,
+  privacy,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

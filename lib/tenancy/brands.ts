@@ -332,6 +332,14 @@ export async function scopeWritesClosed(tx: Tx, scope: string): Promise<boolean>
 }
 
 /**
+ * Waits for the writes in flight to the scope and holds off new ones until the transaction ends
+ * (an erasure's first step: what it marks is seen by every write that comes after it).
+ */
+export async function holdScopeWrites(tx: Tx, scope: string): Promise<void> {
+  await _scopeWritesLock(tx, scope, "exclusive");
+}
+
+/**
  * shop/redact's first step: waits for the writes in flight to the shop's scope, then marks the
  * integration erased (the brand may not write until an operator reconnects it). The erasure runs
  * next in the same transaction.

@@ -32,6 +32,8 @@ import { ErrorPage } from "./error_page.tsx";
 import { healthPage } from "./health_page.tsx";
 import { insightsPage } from "./insights_page.tsx";
 import { CSRF_FIELD, type KeyNotice, keysPage } from "./keys_page.tsx";
+import { privacyPage } from "./privacy_page.tsx";
+import { exportDocument } from "../../lib/privacy/requests.ts";
 import { type PageContext, pageLinks, SESSION_PARAM } from "./page_context.ts";
 import { segmentPage, segmentsPage } from "./segments_page.tsx";
 import { destinationsPage } from "./destinations_page.tsx";
@@ -249,6 +251,19 @@ export function appPageRoutes(
     })
     .get("/app/destinations", session, async (c) => {
       return c.html(await destinationsPage(deps, c.get("page"), requireScope(c)));
+    })
+    .get("/app/privacy", session, async (c) => {
+      requireScope(c);
+      return c.html(await privacyPage(deps, c.get("page"), offsetOf(c.req.query("offset"))));
+    })
+    .get("/app/privacy/:id/download", session, async (c) => {
+      requireScope(c);
+      const id = c.req.param("id");
+      const document = await exportDocument(deps.sql, c.get("page").brand.brandId, id);
+      if (document === null) throw new HttpError(404, "not_found", "Export not found");
+      c.header("Content-Type", "application/json");
+      c.header("Content-Disposition", `attachment; filename="${_fileName(`export-${id}`)}.json"`);
+      return c.body(document, 200);
     })
     .get("/app/keys", session, async (c) => c.html(await keysPage(deps, c.get("page"))))
     .post("/app/keys/issue", session, (c) =>

@@ -48,6 +48,7 @@ const _NAV = [
   ["segments", "Segments", "/app/segments"],
   ["destinations", "Destinations", "/app/destinations"],
   ["keys", "API keys", "/app/keys"],
+  ["privacy", "Privacy", "/app/privacy"],
   ["health", "Health", "/app/health"],
 ] as const;
 

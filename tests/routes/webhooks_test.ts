@@ -10,6 +10,7 @@ import {
   WEBHOOK_DELIVERY_RETENTION_MS,
 } from "../../lib/shopify/webhooks.ts";
 import { shopifyOrder } from "../lib/shopify/shopify_payloads.ts";
+import { startPrivacyForwarder } from "../lib/privacy/privacy_support.ts";
 import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 
 const SECRET = "shpss_0123456789abcdef0123456789abcdef";
@@ -53,7 +54,17 @@ async function deliver(ctx: TestContext, brand: Brand | string, d: Delivery): Pr
   return await ctx.app.request("/webhooks/shopify", { method: "POST", headers, body });
 }
 
-async function ok(res: Response): Promise<{ received: true; outcome: string; reason?: string }> {
+/** Waits until the forwarder has completed a privacy request (customers/redact's erase). */
+async function completed(ctx: TestContext, brand: Brand, id: string): Promise<void> {
+  await eventually(async () => {
+    const res = await ctx.request(`/cdp/privacy/requests/${id}`, brand.key);
+    return (await res.json()).status === "completed";
+  });
+}
+
+async function ok(
+  res: Response,
+): Promise<{ received: true; outcome: string; reason?: string; privacy_request_id?: string }> {
   const text = await res.text();
   assert.equal(res.status, 200, text);
   return JSON.parse(text);
@@ -625,6 +636,7 @@ Deno.test("webhooks: customers/redact erases the customer; the orders stay witho
       (await listOrders(ctx, brand, "?customer_email=bob@example.com")).totalSize,
       2,
     );
+    void startPrivacyForwarder(ctx);
     const redact = await ok(
       await deliver(ctx, brand, {
         topic: "customers/redact",
@@ -637,6 +649,7 @@ Deno.test("webhooks: customers/redact erases the customer; the orders stay witho
       }),
     );
     assert.equal(redact.outcome, "applied");
+    await completed(ctx, brand, redact.privacy_request_id!);
     for (
       const query of [
         "?customer_email=bob@example.com",
@@ -702,6 +715,12 @@ Deno.test("webhooks: customers/data_request is acknowledged and logged without p
         }),
       );
       assert.equal(result.outcome, "applied");
+      // The merchant downloads the export from the dashboard.
+      const request = await ctx.request(
+        `/cdp/privacy/requests/${result.privacy_request_id}`,
+        brand.key,
+      );
+      assert.equal((await request.json()).type, "export");
     } finally {
       console.log = originalLog;
     }
@@ -957,6 +976,7 @@ Deno.test("webhooks: customers/redact also erases the customer's profiles, alias
     await seedProfile(ctx, scope, "ann", { email: "ann@example.com", shopifyCustomerId: "300" });
     // The same person in another shop is that shop's data.
     await seedProfile(ctx, other.scope!, "bob", { email: "bob@example.com" });
+    void startPrivacyForwarder(ctx);
     const result = await ok(
       await deliver(ctx, brand, {
         topic: "customers/redact",
@@ -968,6 +988,7 @@ Deno.test("webhooks: customers/redact also erases the customer's profiles, alias
       }),
     );
     assert.equal(result.outcome, "applied");
+    await completed(ctx, brand, result.privacy_request_id!);
     assert.deepEqual(await engineRows(ctx, scope), {
       profiles: ["ann"],
       profile_aliases: ["ann-anon"],

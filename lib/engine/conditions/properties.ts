@@ -35,6 +35,7 @@ export type Column =
 
 type _JsonRoot =
   | "p.properties"
+  | "p.consents"
   | "e.properties"
   | "e.flattened_properties"
   | "e.target"
@@ -154,6 +155,7 @@ export function resolveProperty(
   if (itemType === "session") return _resolveSession(name, segments);
   const fixed = (itemType === "profile" ? _PROFILE_FIELDS : _EVENT_FIELDS).get(name);
   if (fixed) return { ok: true, source: fixed };
+  if (itemType === "profile" && segments[0] === "consents") return _resolveConsent(name, segments);
   // Every profile carries properties.shopDomain = its scope (the engine alone writes it), so a
   // scope predicate the service allows (a segment row written by older code) reads the indexed
   // column instead.
@@ -193,6 +195,28 @@ export function resolveProperty(
       : `unknown event property ${quote(name)} (allowed: properties.<name>, ` +
         "flattenedProperties.<name>, target.properties.<name>, timeStamp, eventType, " +
         "profileId, sessionId, itemId, target.itemId, target.itemType)",
+  };
+}
+
+// A consent's fields (lib/engine/consents.ts); its key is Unomi's typeIdentifier.
+const _CONSENT_FIELDS = new Set(["status", "statusDate", "revokeDate", "typeIdentifier"]);
+const _CONSENT_KEY = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+
+// consents.<typeIdentifier>.<field>: the type identifier may hold dots, so the field is the last
+// segment and the key everything between.
+function _resolveConsent(
+  name: string,
+  segments: string[],
+): { ok: true; source: PropertySource } | { ok: false; message: string } {
+  const field = segments[segments.length - 1]!;
+  const key = segments.slice(1, -1).join(".");
+  if (segments.length >= 3 && _CONSENT_FIELDS.has(field) && _CONSENT_KEY.test(key)) {
+    return { ok: true, source: { kind: "json", root: "p.consents", path: [key, field] } };
+  }
+  return {
+    ok: false,
+    message: `unknown consent property ${quote(name)} (allowed: consents.<typeIdentifier>.` +
+      "status, .statusDate, .revokeDate or .typeIdentifier)",
   };
 }
 
@@ -273,6 +297,8 @@ export function jsonRootSql(sql: Sql, root: _JsonRoot): SqlFragment {
   switch (root) {
     case "p.properties":
       return sql`p.properties`;
+    case "p.consents":
+      return sql`p.consents`;
     case "e.properties":
       return sql`e.properties`;
     case "e.flattened_properties":

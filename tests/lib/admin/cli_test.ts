@@ -49,6 +49,7 @@ Deno.test("cli: brand create, brand set and key issue print one JSON object each
       beta: false,
       integration: "disconnected",
       redacted_at: null,
+      event_retention_days: null,
     });
 
     const key = json(
@@ -353,6 +354,7 @@ Deno.test("cli: usage prints a brand's request counts per day and route family",
         { day: "2026-11-20", family: "events", requests: 7 },
         { day: "2026-11-20", family: "keys", requests: 1 },
       ],
+      privacy_dropped: [],
     });
     const bad = await runCli(["usage", "--brand", String(brand.id), "--from", "20/11/2026"], env);
     assert.equal(bad.code, 2);

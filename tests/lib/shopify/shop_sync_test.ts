@@ -9,6 +9,7 @@ import {
   type ShopSyncRequest,
 } from "../../../lib/shopify/shop_sync.ts";
 import { applyWebhook } from "../../../lib/shopify/webhooks.ts";
+import { lazyIdentifierHasher } from "../../../lib/privacy/identifiers.ts";
 import type { Sql } from "../../../lib/store/db.ts";
 import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
@@ -285,8 +286,9 @@ Deno.test("shop sync: a userError is reported, not retried", async () => {
 Deno.test("shop sync: a webhook racing the backfill keeps the newer state, whichever lands first", async () => {
   await withWorld(async ({ deps, fake, sql, brandId, request }) => {
     fake.files.orders = ordersFile;
+    const privacy = { hasher: lazyIdentifierHasher(deps.kv, undefined) };
     const webhook = (id: number, updatedAt: string, total: string) =>
-      applyWebhook({ sql, kv: deps.kv, now: deps.now, newId }, {
+      applyWebhook({ sql, kv: deps.kv, now: deps.now, newId, privacy }, {
         topic: "orders/updated",
         shop: SHOP,
         webhookId: `wh-${id}-${updatedAt}`,

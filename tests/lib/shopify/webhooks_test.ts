@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
 import { DomainError } from "../../../lib/errors.ts";
 import type { LogLevel } from "../../../lib/log.ts";
+import { lazyIdentifierHasher } from "../../../lib/privacy/identifiers.ts";
 import type { Sql } from "../../../lib/store/db.ts";
 import { createBrand } from "../../../lib/tenancy/brands.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
@@ -44,6 +45,7 @@ async function withShop(
       now: clock.now,
       newId,
       log: (level, message, fields) => void logged.push({ level, message, fields }),
+      privacy: { hasher: lazyIdentifierHasher(kv, undefined) },
       logged,
     }, brand.id);
   } finally {
@@ -151,7 +153,7 @@ Deno.test("applyWebhook: a payload that does not map, or names another shop, is 
   });
 });
 
-Deno.test("applyWebhook: customers/data_request is logged through deps.log without personal data", async () => {
+Deno.test("applyWebhook: customers/data_request records an export request, logged through deps.log without personal data", async () => {
   await withShop(async (deps) => {
     const result = await applyWebhook(
       deps,
@@ -162,7 +164,18 @@ Deno.test("applyWebhook: customers/data_request is logged through deps.log witho
         data_request: { id: 9999 },
       }, "dr-1"),
     );
-    assert.deepEqual(result, { outcome: "applied" });
+    assert.equal(result.outcome, "applied");
+    // An export request of the customer, for the merchant to download from the dashboard.
+    const [request] = await deps.sql`
+      select type, status, identifier, extra_identifiers, requested_by from privacy_requests
+      where id = ${result.privacy_request_id!}`;
+    assert.deepEqual(request, {
+      type: "export",
+      status: "pending",
+      identifier: "191167",
+      extra_identifiers: ["john@example.com"],
+      requested_by: "shopify:customers/data_request",
+    });
     assert.deepEqual(deps.logged, [{
       level: "info",
       message: "shopify customers/data_request",
