@@ -15,12 +15,13 @@ import { type BrandScope, findPerson, type Person, personHashes } from "./person
 
 /**
  * One more place a person is erased from, run in the erase's transaction with the person's ids
- * (profiles and the ids merged into them); answers its own counts. The integrator wires the
- * audiences' two here: segment memberships and pending destination deliveries.
+ * (profiles and the ids merged into them) and identifiers; answers its own counts. The runtime
+ * wires the audiences' (memberships, changes, destination deliveries) and the storefront's
+ * (pixel claims).
  */
 export type Eraser = (
   tx: Tx,
-  target: { brandId: string; scope: string; profileIds: readonly string[] },
+  target: BrandScope & Person,
 ) => Promise<Record<string, number>>;
 
 /** What an erase needs. */

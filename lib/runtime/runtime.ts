@@ -10,6 +10,7 @@
 import type { Config } from "../config.ts";
 import { deliverDue } from "../audiences/delivery.ts";
 import { type DeliveryLoop, startDeliveryLoop } from "../audiences/delivery_loop.ts";
+import { eraseFromAudiences } from "../audiences/erase.ts";
 import { membershipForwarding, startSweepTimer } from "../audiences/jobs.ts";
 import type { MembershipDeps } from "../audiences/membership.ts";
 import { heavyReadsPerBrand, KeyedSemaphore } from "../http/brand_concurrency.ts";
@@ -25,7 +26,7 @@ import { lazyIdentifierHasher } from "../privacy/identifiers.ts";
 import { createPrivacyJob } from "../privacy/requests.ts";
 import { shopSyncDeps } from "../shopify/shop_sync.ts";
 import { createShopSyncJob } from "../shopify/shop_sync_job.ts";
-import { createPixelStitchJob } from "../shopify/pixel_claims.ts";
+import { createPixelStitchJob, erasePixelClaims } from "../shopify/pixel_claims.ts";
 import type { Database, Sql } from "../store/db.ts";
 import { openStores } from "../store/stores.ts";
 
@@ -116,6 +117,10 @@ export async function openRuntime(
             now,
             hasher,
             exportBudget: privacyExportBudget(config),
+            erasers: {
+              audiences: (tx, person) => eraseFromAudiences(tx, person, { now, newId }),
+              storefront: (tx, person) => erasePixelClaims(tx, person),
+            },
           }),
           predictions_fit: createPredictionsFitJob({
             sql: stores.sql,

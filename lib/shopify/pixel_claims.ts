@@ -280,3 +280,21 @@ async function _digest(text: string): Promise<string> {
   return Array.from(new Uint8Array(digest).slice(0, 12), (b) => b.toString(16).padStart(2, "0"))
     .join("");
 }
+
+/**
+ * Erases the storefront claims of a person (lib/privacy's erase, in its transaction): those made
+ * by one of their ids or resolved to one, and those naming their email or one of their orders.
+ */
+export async function erasePixelClaims(
+  tx: Tx,
+  person: { scope: string; profileIds: readonly string[]; emails?: readonly string[] },
+): Promise<Record<string, number>> {
+  const ids = [...person.profileIds];
+  const emails = (person.emails ?? []).map((email) => email.toLowerCase());
+  const deleted = await tx`
+    delete from pixel_claims
+    where scope = ${person.scope}
+      and (client_id = any(${ids}::text[]) or profile_id = any(${ids}::text[])
+        or email = any(${emails}::text[]))`;
+  return { claims: deleted.count };
+}

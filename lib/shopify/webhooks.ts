@@ -19,7 +19,6 @@
  *
  * @module
  */
-import { exitProfiles } from "../audiences/membership.ts";
 import type { Sql, Tx } from "../store/db.ts";
 import { bumpBrandVersion, closeScopeWrites } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
@@ -400,6 +399,7 @@ function _effect(
         // Who was in which segment, and when they entered or left: nobody is told any more.
         await tx`delete from segment_members where scope = ${scope}`;
         await tx`delete from segment_changes where scope = ${scope}`;
+        await tx`delete from destination_deliveries where scope = ${scope}`;
         // The brand's privacy requests hold identifiers, its exports personal data (the audit,
         // keyed hashes only, and the suppressions stay).
         await tx`delete from privacy_requests where brand_id = ${brandId}`;
