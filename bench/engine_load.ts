@@ -1724,9 +1724,9 @@ async function main(): Promise<number> {
       new Date().toISOString().slice(0, 10)
     }, commit ${commit}, Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} cores)`,
     "",
-    "Ours = the lib/engine function as the routes call it (profile conditions carry the injected " +
-    "scope predicate), floor = hand-written SQL for the same answer, same driver and database, " +
-    "same run. Both answers are compared once per operation.",
+    "Ours = the lib/engine function as the routes call it (segments stored as the routes store " +
+    "them), floor = hand-written SQL for the same answer, same driver and database, same run. " +
+    "Both answers are compared once per operation.",
     "",
   ];
   for (const pass of passes) {
