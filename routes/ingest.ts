@@ -33,6 +33,27 @@ import { hitRateLimit } from "../lib/http/rate_limit.ts";
 export const MAX_PIXEL_BODY_BYTES = 64 * 1024;
 export const MAX_PIXEL_BATCH = 20;
 
+/** The storefront doors' answers (the same for a connected and an unknown shop). */
+export const PIXEL_DOOR_RESPONSES = {
+  202: {
+    description: "Queued",
+    content: {
+      "application/json": {
+        schema: z.object({
+          accepted: z.number().int(),
+          rejected: z.array(z.object({
+            index: z.number().int(),
+            errors: z.array(z.object({ path: z.string(), message: z.string() })),
+          })),
+          scope: z.string(),
+        }),
+        example: { accepted: 1, rejected: [], scope: "acme.myshopify.com" },
+      },
+    },
+  },
+  ...errorResponses(400, 403, 405, 408, 413, 429, 503),
+};
+
 const pixelIngest = createRoute({
   operationId: "ingestPixelEvents",
   method: "post",
@@ -70,25 +91,7 @@ const pixelIngest = createRoute({
       },
     },
   },
-  responses: {
-    202: {
-      description: "Queued",
-      content: {
-        "application/json": {
-          schema: z.object({
-            accepted: z.number().int(),
-            rejected: z.array(z.object({
-              index: z.number().int(),
-              errors: z.array(z.object({ path: z.string(), message: z.string() })),
-            })),
-            scope: z.string(),
-          }),
-          example: { accepted: 1, rejected: [], scope: "acme.myshopify.com" },
-        },
-      },
-    },
-    ...errorResponses(400, 403, 405, 408, 413, 429, 503),
-  },
+  responses: PIXEL_DOOR_RESPONSES,
 });
 
 /** The door of Shopify's standard events (routes/shopify_pixel.ts). */

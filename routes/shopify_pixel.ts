@@ -23,11 +23,12 @@ import {
 } from "../lib/ingest/shopify_pixel_spec.ts";
 import { queueStitch, recordPixelClaims } from "../lib/shopify/pixel_claims.ts";
 import { DomainError } from "../lib/errors.ts";
-import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
+import { newRouter, noSecurity } from "../lib/http/openapi.ts";
 import {
   keepAnonymous,
   MAX_PIXEL_BATCH,
   openPixelDoor,
+  PIXEL_DOOR_RESPONSES,
   pixelBody,
   SHOPIFY_PIXEL_PATH,
 } from "./ingest.ts";
@@ -113,25 +114,7 @@ const shopifyPixelRoute = createRoute({
       },
     },
   },
-  responses: {
-    202: {
-      description: "Queued",
-      content: {
-        "application/json": {
-          schema: z.object({
-            accepted: z.number().int(),
-            rejected: z.array(z.object({
-              index: z.number().int(),
-              errors: z.array(z.object({ path: z.string(), message: z.string() })),
-            })),
-            scope: z.string(),
-          }),
-          example: { accepted: 1, rejected: [], scope: "acme.myshopify.com" },
-        },
-      },
-    },
-    ...errorResponses(400, 403, 405, 408, 413, 429, 503),
-  },
+  responses: PIXEL_DOOR_RESPONSES,
 });
 
 /** The Shopify standard-events door. */

@@ -355,3 +355,18 @@ export function enqueueBatch(
   const { newId, backoffMs, ...batch } = input;
   return kvQueue(kv, { newId, backoffMs }).accept(batch);
 }
+
+/** Bundles a browser entry point with `deno bundle` (the browser tests' scripts; nothing committed). */
+export async function bundleForBrowser(entry: string): Promise<string> {
+  const dir = await Deno.makeTempDir();
+  const out = `${dir}/bundle.js`;
+  const run = await new Deno.Command(Deno.execPath(), {
+    args: ["bundle", "--quiet", "--platform", "browser", "-o", out, entry],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  if (!run.success) throw new Error(new TextDecoder().decode(run.stderr));
+  const text = await Deno.readTextFile(out);
+  await Deno.remove(dir, { recursive: true });
+  return text;
+}

@@ -7,32 +7,18 @@
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
 import { startForwarder } from "../../lib/ingest/forwarder.ts";
-import { eventually, withContext } from "../test_support.ts";
+import { bundleForBrowser, eventually, withContext } from "../test_support.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const installed = await Deno.stat(CHROMIUM).then(() => true, () => false);
 const ENTRY = new URL("../fixtures/segment/analytics_browser_entry.ts", import.meta.url).pathname;
-
-async function bundleAnalytics(): Promise<string> {
-  const dir = await Deno.makeTempDir();
-  const out = `${dir}/analytics.js`;
-  const run = await new Deno.Command(Deno.execPath(), {
-    args: ["bundle", "--quiet", "--platform", "browser", "-o", out, ENTRY],
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (!run.success) throw new Error(new TextDecoder().decode(run.stderr));
-  const text = await Deno.readTextFile(out);
-  await Deno.remove(dir, { recursive: true });
-  return text;
-}
 
 Deno.test({
   name: "browser: analytics.js with cdnURL = the service delivers identify, track and page; " +
     "the session carries the page's referrer, campaign and user agent",
   ignore: !installed,
   async fn() {
-    const script = await bundleAnalytics();
+    const script = await bundleForBrowser(ENTRY);
     await withContext(async (ctx) => {
       const brand = await ctx.seedBrand();
       const page = `<!doctype html><html><head><script src="/analytics.js"></script></head>` +

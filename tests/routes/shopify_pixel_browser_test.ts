@@ -9,26 +9,12 @@
  */
 import assert from "node:assert/strict";
 import { chromium } from "playwright-core";
-import { eventually, type TestContext, withContext } from "../test_support.ts";
+import { bundleForBrowser, eventually, type TestContext, withContext } from "../test_support.ts";
 import { ENV, fixture, forwarder, orderWebhook, VISITOR } from "./shopify_pixel_support.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const installed = await Deno.stat(CHROMIUM).then(() => true, () => false);
 const ENTRY = new URL("../../extensions/web-pixel/src/index.ts", import.meta.url).pathname;
-
-async function bundlePixel(): Promise<string> {
-  const dir = await Deno.makeTempDir();
-  const out = `${dir}/pixel.js`;
-  const run = await new Deno.Command(Deno.execPath(), {
-    args: ["bundle", "--quiet", "--platform", "browser", "-o", out, ENTRY],
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (!run.success) throw new Error(new TextDecoder().decode(run.stderr));
-  const text = await Deno.readTextFile(out);
-  await Deno.remove(dir, { recursive: true });
-  return text;
-}
 
 // The sandbox: a module worker. `shopify.extend` is what `register` calls; the page sends the
 // render's init and then the events, as Shopify's pixel manager does.
@@ -105,7 +91,7 @@ const consent = (analytics: boolean) => ({
 async function withStorefront(
   fn: (ctx: TestContext, tab: import("playwright-core").Page, posts: () => number) => Promise<void>,
 ) {
-  const script = await bundlePixel();
+  const script = await bundleForBrowser(ENTRY);
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
     let posts = 0;
