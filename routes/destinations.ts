@@ -217,7 +217,12 @@ const deliveries = createRoute({
   security: apiKeySecurity,
   request: {
     params: IdParam,
-    query: pageQuery.extend({ status: z.enum(["pending", "delivered", "dead"]).optional() }),
+    query: pageQuery.extend({
+      status: z.enum(["pending", "delivered", "dead"]).optional().openapi({
+        description: "Only the deliveries of this status",
+        example: "dead",
+      }),
+    }),
   },
   responses: {
     200: jsonResponse(

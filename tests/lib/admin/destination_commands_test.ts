@@ -2,14 +2,8 @@ import assert from "node:assert/strict";
 import { destinationCommands } from "../../../lib/admin/destination_commands.ts";
 import { UsageError } from "../../../lib/admin/command.ts";
 import { deliverDue } from "../../../lib/audiences/delivery.ts";
-import { type TestContext, withContext } from "../../test_support.ts";
-import { startReceiver } from "../audiences/webhook_receiver.ts";
-import {
-  defineDestination,
-  defineSegments,
-  deliveryDeps,
-  logChanges,
-} from "../audiences/delivery_fixture.ts";
+import type { TestContext } from "../../test_support.ts";
+import { logChanges, withDestination } from "../audiences/delivery_fixture.ts";
 
 const io = { open: () => Promise.reject(new Error("no file")) };
 
@@ -26,53 +20,34 @@ async function run(ctx: TestContext, name: string, args: string[]): Promise<any>
 }
 
 Deno.test("destinations commands: list health, list dead deliveries, replay them with their ids", async () => {
-  const receiver = await startReceiver();
-  try {
-    await withContext(async (ctx) => {
-      const brand = await ctx.seedBrand();
-      const scope = brand.scope!;
-      const deps = deliveryDeps(ctx.sql, ctx.kv, { retryMs: 1 });
-      const [vip] = await defineSegments(ctx.sql, scope, ["VIP"]);
-      const dest = await defineDestination(deps, { ...brand, scope }, [vip!], receiver.url);
-      receiver.secret = dest.secret;
-      receiver.respond = 500;
-      await logChanges(ctx.sql, scope, vip!, ["+p1"]);
-      await deliverDue(deps);
+  await withDestination(async ({ ctx, deps, brand, segment, destination, receiver }) => {
+    receiver.respond = 500;
+    await logChanges(ctx.sql, brand.scope, segment, ["+p1"]);
+    await deliverDue(deps);
 
-      const listed = await run(ctx, "destinations list", ["--brand", brand.brandId]);
-      assert.deepEqual(
-        listed.destinations.map((d: { id: string; dead: number }) => [d.id, d.dead]),
-        [[dest.id, 1]],
-      );
-      const dead = await run(ctx, "destinations deliveries", [
-        "--destination",
-        dest.id,
-        "--status",
-        "dead",
-      ]);
-      assert.equal(dead.total, 1);
-      const [letter] = dead.deliveries;
-      assert.equal(letter.lastError, "HTTP 500");
+    const listed = await run(ctx, "destinations list", ["--brand", brand.brandId]);
+    assert.deepEqual(
+      listed.destinations.map((d: { id: string; dead: number }) => [d.id, d.dead]),
+      [[destination.id, 1]],
+    );
+    const dead = await run(ctx, "destinations deliveries", [
+      "--destination",
+      destination.id,
+      "--status",
+      "dead",
+    ]);
+    assert.equal(dead.total, 1);
+    const [letter] = dead.deliveries;
+    assert.equal(letter.lastError, "HTTP 500");
 
-      const replayed = await run(ctx, "destinations replay", [
-        "--destination",
-        dest.id,
-        "--delivery",
-        letter.id,
-      ]);
-      assert.deepEqual(replayed, { replayed: [letter.id] });
-      receiver.respond = 200;
-      await deliverDue(deliveryDeps(ctx.sql, ctx.kv));
-      assert.deepEqual(receiver.accepted().map((d) => d.profile.id), ["p1"]);
-      assert.equal(receiver.received.at(-1)!.deliveryId, letter.id);
-      await assert.rejects(
-        run(ctx, "destinations replay", ["--destination", dest.id, "--delivery", letter.id]),
-        /no dead delivery/,
-      );
-    });
-  } finally {
-    await receiver.close();
-  }
+    const args = ["--destination", destination.id, "--delivery", letter.id];
+    assert.deepEqual(await run(ctx, "destinations replay", args), { replayed: [letter.id] });
+    receiver.respond = 200;
+    await deliverDue(deps);
+    assert.deepEqual(receiver.accepted().map((d) => d.profile.id), ["p1"]);
+    assert.equal(receiver.received.at(-1)!.deliveryId, letter.id);
+    await assert.rejects(run(ctx, "destinations replay", args), /no dead delivery/);
+  }, { retryMs: 1 });
 });
 
 Deno.test("destinations commands: malformed arguments are usage errors", () => {

@@ -12,6 +12,8 @@ import { createDestination } from "../../../lib/audiences/destinations.ts";
 import { createSegment, segmentId } from "../../../lib/engine/segments.ts";
 import type { DestinationSettings } from "../../../lib/config.ts";
 import type { Sql } from "../../../lib/store/db.ts";
+import { type TestContext, withContext } from "../../test_support.ts";
+import { type Receiver, startReceiver } from "./webhook_receiver.ts";
 
 /** Settings for tests: private addresses allowed, quick retries. */
 export const TEST_SETTINGS: DestinationSettings = {
@@ -90,4 +92,41 @@ export async function logChanges(
       newId,
     )
   );
+}
+
+/** What {@linkcode withDestination} hands a test. */
+export interface DestinationFixture {
+  ctx: TestContext;
+  deps: DeliveryDeps;
+  brand: { brandId: string; scope: string; key: string };
+  /** The destination's one segment. */
+  segment: string;
+  destination: { id: string; secret: string };
+  /** The destination's receiver, checking signatures with its secret. */
+  receiver: Receiver;
+}
+
+/**
+ * Runs `fn` over a test context holding a brand with a segment `VIP` and a destination of it
+ * pointing at a fresh receiver; delivery settings from `settings`. Closes everything after.
+ */
+export async function withDestination(
+  fn: (fixture: DestinationFixture) => Promise<void>,
+  settings: Partial<DestinationSettings> = {},
+  env: Record<string, string> = {},
+): Promise<void> {
+  const receiver = await startReceiver();
+  try {
+    await withContext(async (ctx) => {
+      const seeded = await ctx.seedBrand({ name: "Acme" });
+      const brand = { brandId: seeded.brandId, scope: seeded.scope!, key: seeded.key };
+      const deps = deliveryDeps(ctx.sql, ctx.kv, settings);
+      const [segment] = await defineSegments(ctx.sql, brand.scope, ["VIP"]);
+      const destination = await defineDestination(deps, brand, [segment!], receiver.url);
+      receiver.secret = destination.secret;
+      await fn({ ctx, deps, brand, segment: segment!, destination, receiver });
+    }, env);
+  } finally {
+    await receiver.close();
+  }
 }

@@ -2,8 +2,14 @@ import assert from "node:assert/strict";
 import { deliverDestination, deliverDue } from "../../../lib/audiences/delivery.ts";
 import { replayDeliveries } from "../../../lib/audiences/deliveries.ts";
 import { eventually, withContext } from "../../test_support.ts";
-import { startReceiver } from "./webhook_receiver.ts";
-import { defineDestination, defineSegments, deliveryDeps, logChanges } from "./delivery_fixture.ts";
+import { documentedVerifier, startReceiver } from "./webhook_receiver.ts";
+import {
+  defineDestination,
+  defineSegments,
+  deliveryDeps,
+  logChanges,
+  withDestination,
+} from "./delivery_fixture.ts";
 
 type Deliveries = { status: string; attempts: number; count: number; last_error: string | null }[];
 
@@ -53,187 +59,142 @@ Deno.test("delivery: changes arrive signed, batched by 100, in log order, each o
 });
 
 Deno.test("delivery: the profile's identity rides along; a tampered body fails the documented check", async () => {
-  const receiver = await startReceiver();
-  try {
-    await withContext(async (ctx) => {
-      const brand = await ctx.seedBrand();
-      const scope = brand.scope!;
-      await ctx.deps.engine.applyEvents({
-        scope,
-        source: "server",
-        receivedAt: new Date().toISOString(),
-        events: [{
-          id: ctx.deps.newId(),
-          eventType: "updateProperties",
-          profileId: "bob",
-          properties: { update: { "properties.email": "bob@example.com", "properties.vip": 1 } },
-        }],
-      });
-      const deps = deliveryDeps(ctx.sql, ctx.kv);
-      const [vip] = await defineSegments(ctx.sql, scope, ["VIP"]);
-      const dest = await defineDestination(deps, { ...brand, scope }, [vip!], receiver.url);
-      receiver.secret = dest.secret;
-      await logChanges(ctx.sql, scope, vip!, ["+bob", "+ghost"]);
-      await deliverDue(deps);
-      const [got] = receiver.received;
-      assert.equal(got!.verified, true);
-      const [bob, ghost] = got!.json.deliveries;
-      assert.equal(bob!.profile.identity.email, "bob@example.com");
-      assert.deepEqual(ghost!.profile, { id: "ghost", identity: {} });
-      const { documentedVerifier } = await import("./webhook_receiver.ts");
-      const verify = await documentedVerifier();
-      assert.equal(
-        await verify(dest.secret, got!.body.replace("bob@", "eve@"), got!.signature),
-        false,
-      );
-      assert.equal(await verify(`${dest.secret}x`, got!.body, got!.signature), false);
-      const stale = got!.signature.replace(/t=(\d+)/, (_, t) => `t=${Number(t) - 3600}`);
-      assert.equal(await verify(dest.secret, got!.body, stale), false);
+  await withDestination(async ({ ctx, deps, brand, segment, destination, receiver }) => {
+    const scope = brand.scope;
+    await ctx.deps.engine.applyEvents({
+      scope,
+      source: "server",
+      receivedAt: new Date().toISOString(),
+      events: [{
+        id: ctx.deps.newId(),
+        eventType: "updateProperties",
+        profileId: "bob",
+        properties: { update: { "properties.email": "bob@example.com", "properties.vip": 1 } },
+      }],
     });
-  } finally {
-    await receiver.close();
-  }
+    await logChanges(ctx.sql, scope, segment, ["+bob", "+ghost"]);
+    await deliverDue(deps);
+    const [got] = receiver.received;
+    assert.equal(got!.verified, true);
+    const [bob, ghost] = got!.json.deliveries;
+    assert.equal(bob!.profile.identity.email, "bob@example.com");
+    assert.deepEqual(ghost!.profile, { id: "ghost", identity: {} });
+    const verify = await documentedVerifier();
+    assert.equal(
+      await verify(destination.secret, got!.body.replace("bob@", "eve@"), got!.signature),
+      false,
+    );
+    assert.equal(await verify(`${destination.secret}x`, got!.body, got!.signature), false);
+    const stale = got!.signature.replace(/t=(\d+)/, (_, t) => `t=${Number(t) - 3600}`);
+    assert.equal(await verify(destination.secret, got!.body, stale), false);
+  });
 });
 
 Deno.test("delivery: a failing receiver is retried with the same ids, later ones wait, then all arrive in order", async () => {
-  const receiver = await startReceiver();
-  try {
-    await withContext(
-      async (ctx) => {
-        const brand = await ctx.seedBrand();
-        const scope = brand.scope!;
-        const deps = deliveryDeps(ctx.sql, ctx.kv, { backoffMs: 20 });
-        const [vip] = await defineSegments(ctx.sql, scope, ["VIP"]);
-        const dest = await defineDestination(deps, { ...brand, scope }, [vip!], receiver.url);
-        receiver.secret = dest.secret;
-        receiver.respond = 500;
-        await logChanges(ctx.sql, scope, vip!, ["+p1", "+p2"]);
-        for (let i = 0; i < 3; i++) {
-          await deliverDue(deps);
-          await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** i + 10));
-        }
-        await logChanges(ctx.sql, scope, vip!, ["-p1"]); // waits behind the failing delivery
-        receiver.respond = "hang";
-        await deliverDue(deps); // no answer within the timeout
-        receiver.respond = 200;
-        await eventually(async () => {
-          await deliverDue(deps);
-          return receiver.accepted().length === 3;
-        });
-        const first = receiver.received.filter((r) =>
-          r.deliveryId === receiver.received[0]!.deliveryId
-        );
-        assert.ok(first.length >= 5, `attempts of the first delivery: ${first.length}`);
-        assert.equal(new Set(first.map((r) => r.body)).size, 1, "a retry sends the same body");
-        assert.ok(receiver.received.every((r) => r.verified));
-        assert.deepEqual(
-          receiver.accepted().map((d) => `${d.type}:${d.profile.id}`),
-          ["segment.entered:p1", "segment.entered:p2", "segment.exited:p1"],
-        );
-        // Until the first succeeded, the exit was never sent.
-        const firstOk = receiver.received.findIndex((r) => r.answered === 200);
-        assert.ok(receiver.received.slice(0, firstOk).every((r) => r.json.deliveries.length === 2));
-        const rows = await ctx.sql<Deliveries>`
-        select status, attempts, count, last_error from destination_deliveries order by first_seq`;
-        assert.equal(rows[0]!.status, "delivered");
-        assert.equal(rows[0]!.attempts, first.length);
-        assert.equal(rows[1]!.status, "delivered");
-      },
-      {},
-      {},
+  await withDestination(async ({ ctx, deps, brand, segment, receiver }) => {
+    const scope = brand.scope;
+    receiver.respond = 500;
+    await logChanges(ctx.sql, scope, segment, ["+p1", "+p2"]);
+    for (let i = 0; i < 3; i++) {
+      await deliverDue(deps);
+      await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** i + 10));
+    }
+    await logChanges(ctx.sql, scope, segment, ["-p1"]); // waits behind the failing delivery
+    receiver.respond = "hang";
+    await deliverDue(deps); // no answer within the timeout
+    receiver.respond = 200;
+    await eventually(async () => {
+      await deliverDue(deps);
+      return receiver.accepted().length === 3;
+    });
+    const first = receiver.received.filter((r) =>
+      r.deliveryId === receiver.received[0]!.deliveryId
     );
-  } finally {
-    await receiver.close();
-  }
+    assert.ok(first.length >= 5, `attempts of the first delivery: ${first.length}`);
+    assert.equal(new Set(first.map((r) => r.body)).size, 1, "a retry sends the same body");
+    assert.ok(receiver.received.every((r) => r.verified));
+    assert.deepEqual(
+      receiver.accepted().map((d) => `${d.type}:${d.profile.id}`),
+      ["segment.entered:p1", "segment.entered:p2", "segment.exited:p1"],
+    );
+    // Until the first succeeded, the exit was never sent.
+    const firstOk = receiver.received.findIndex((r) => r.answered === 200);
+    assert.ok(receiver.received.slice(0, firstOk).every((r) => r.json.deliveries.length === 2));
+    const rows = await ctx.sql<Deliveries>`
+    select status, attempts, count, last_error from destination_deliveries order by first_seq`;
+    assert.equal(rows[0]!.status, "delivered");
+    assert.equal(rows[0]!.attempts, first.length);
+    assert.equal(rows[1]!.status, "delivered");
+  }, { backoffMs: 20 });
 });
 
 Deno.test("delivery: past the retry window a delivery is dead, the next goes, and a replay sends it again", async () => {
-  const receiver = await startReceiver();
-  try {
-    await withContext(async (ctx) => {
-      const brand = await ctx.seedBrand();
-      const scope = brand.scope!;
-      const deps = deliveryDeps(ctx.sql, ctx.kv, { backoffMs: 10, retryMs: 150 });
-      const [vip] = await defineSegments(ctx.sql, scope, ["VIP"]);
-      const dest = await defineDestination(deps, { ...brand, scope }, [vip!], receiver.url);
-      receiver.secret = dest.secret;
-      receiver.respond = 410;
-      await logChanges(ctx.sql, scope, vip!, ["+p1"]);
-      await eventually(async () => {
-        await deliverDue(deps);
-        const [row] = await ctx.sql`select status from destination_deliveries`;
-        return row?.status === "dead";
-      });
-      receiver.respond = 200;
-      await logChanges(ctx.sql, scope, vip!, ["+p2"]);
-      await eventually(async () => (await deliverDue(deps), receiver.accepted().length === 1));
-      assert.equal(receiver.accepted()[0]!.profile.id, "p2");
-      const [dead] = await ctx.sql<{ id: string; last_error: string }[]>`
-        select id, last_error from destination_deliveries where status = 'dead'`;
-      assert.equal(dead!.last_error, "HTTP 410");
-
-      assert.deepEqual(
-        await replayDeliveries(ctx.sql, { destinationId: dest.id }, new Date(), 60_000),
-        [dead!.id],
-      );
+  await withDestination(async ({ ctx, deps, brand, segment, destination, receiver }) => {
+    const scope = brand.scope;
+    receiver.respond = 410;
+    await logChanges(ctx.sql, scope, segment, ["+p1"]);
+    await eventually(async () => {
       await deliverDue(deps);
-      assert.deepEqual(receiver.accepted().map((d) => d.profile.id), ["p2", "p1"]);
-      assert.equal(receiver.received.at(-1)!.deliveryId, dead!.id);
-      const [replayed] = await ctx.sql`select status from destination_deliveries where id = ${
-        dead!.id
-      }`;
-      assert.equal(replayed!.status, "delivered");
-      assert.deepEqual(
-        await replayDeliveries(ctx.sql, { destinationId: dest.id }, new Date(), 1),
-        [],
-      );
+      const [row] = await ctx.sql`select status from destination_deliveries`;
+      return row?.status === "dead";
     });
-  } finally {
-    await receiver.close();
-  }
+    receiver.respond = 200;
+    await logChanges(ctx.sql, scope, segment, ["+p2"]);
+    await eventually(async () => (await deliverDue(deps), receiver.accepted().length === 1));
+    assert.equal(receiver.accepted()[0]!.profile.id, "p2");
+    const [dead] = await ctx.sql<{ id: string; last_error: string }[]>`
+      select id, last_error from destination_deliveries where status = 'dead'`;
+    assert.equal(dead!.last_error, "HTTP 410");
+
+    assert.deepEqual(
+      await replayDeliveries(ctx.sql, { destinationId: destination.id }, new Date(), 60_000),
+      [dead!.id],
+    );
+    await deliverDue(deps);
+    assert.deepEqual(receiver.accepted().map((d) => d.profile.id), ["p2", "p1"]);
+    assert.equal(receiver.received.at(-1)!.deliveryId, dead!.id);
+    const [replayed] = await ctx.sql`select status from destination_deliveries where id = ${
+      dead!.id
+    }`;
+    assert.equal(replayed!.status, "delivered");
+    assert.deepEqual(
+      await replayDeliveries(ctx.sql, { destinationId: destination.id }, new Date(), 1),
+      [],
+    );
+  }, { backoffMs: 10, retryMs: 150 });
 });
 
 Deno.test("delivery: redirects are not followed; a private address is refused at delivery time", async () => {
-  const receiver = await startReceiver();
-  try {
-    await withContext(async (ctx) => {
-      const brand = await ctx.seedBrand();
-      const scope = brand.scope!;
-      const deps = deliveryDeps(ctx.sql, ctx.kv);
-      const [vip] = await defineSegments(ctx.sql, scope, ["VIP"]);
-      const dest = await defineDestination(deps, { ...brand, scope }, [vip!], receiver.url);
-      receiver.secret = dest.secret;
-      receiver.respond = 307;
-      await logChanges(ctx.sql, scope, vip!, ["+p1"]);
-      await deliverDue(deps);
-      const [row] = await ctx.sql<Deliveries>`select status, attempts, count, last_error
-        from destination_deliveries`;
-      assert.deepEqual([row!.status, row!.last_error], [
-        "pending",
-        "HTTP 307 (redirects are not followed)",
-      ]);
-      assert.equal(receiver.received.length, 1);
+  await withDestination(async ({ ctx, deps, brand, segment, destination, receiver }) => {
+    const scope = brand.scope;
+    receiver.respond = 307;
+    await logChanges(ctx.sql, scope, segment, ["+p1"]);
+    await deliverDue(deps);
+    const [row] = await ctx.sql<Deliveries>`select status, attempts, count, last_error
+      from destination_deliveries`;
+    assert.deepEqual([row!.status, row!.last_error], [
+      "pending",
+      "HTTP 307 (redirects are not followed)",
+    ]);
+    assert.equal(receiver.received.length, 1);
 
-      // Saved while private addresses were allowed; now they are not, and a name resolving
-      // to loopback is refused before any connection.
-      await ctx.sql`update destinations set url = 'https://hooks.example.test/x'`;
-      const strict = {
-        ...deliveryDeps(ctx.sql, ctx.kv, { allowPrivate: false }),
-        resolve: () => Promise.resolve(["203.0.114.9", "127.0.0.1"]),
-      };
-      await ctx.sql`update destination_deliveries set next_attempt_at = now() - interval '1s'`;
-      await deliverDestination(strict, dest.id);
-      const [refused] = await ctx.sql<Deliveries>`select status, attempts, count, last_error
-        from destination_deliveries`;
-      assert.equal(
-        refused!.last_error,
-        "hooks.example.test resolves to 127.0.0.1, which is not a public address",
-      );
-      assert.equal(receiver.received.length, 1);
-    });
-  } finally {
-    await receiver.close();
-  }
+    // Saved while private addresses were allowed; now they are not, and a name resolving
+    // to loopback is refused before any connection.
+    await ctx.sql`update destinations set url = 'https://hooks.example.test/x'`;
+    const strict = {
+      ...deliveryDeps(ctx.sql, ctx.kv, { allowPrivate: false }),
+      resolve: () => Promise.resolve(["203.0.114.9", "127.0.0.1"]),
+    };
+    await ctx.sql`update destination_deliveries set next_attempt_at = now() - interval '1s'`;
+    await deliverDestination(strict, destination.id);
+    const [refused] = await ctx.sql<Deliveries>`select status, attempts, count, last_error
+      from destination_deliveries`;
+    assert.equal(
+      refused!.last_error,
+      "hooks.example.test resolves to 127.0.0.1, which is not a public address",
+    );
+    assert.equal(receiver.received.length, 1);
+  });
 });
 
 Deno.test("delivery: brands stay apart; two processes never post one destination at once", async () => {
@@ -278,27 +239,19 @@ Deno.test("delivery: brands stay apart; two processes never post one destination
 });
 
 Deno.test("delivery: the brand's rate cap holds POSTs back until a later minute, dropping none", async () => {
-  const receiver = await startReceiver();
-  try {
-    await withContext(async (ctx) => {
-      const brand = await ctx.seedBrand();
-      const scope = brand.scope!;
-      let clock = Date.parse("2026-11-26T10:00:00Z");
-      const deps = {
-        ...deliveryDeps(ctx.sql, ctx.kv, { ratePerMinute: 2 }),
-        now: () => new Date(clock),
-      };
-      const [vip] = await defineSegments(ctx.sql, scope, ["VIP"]);
-      const dest = await defineDestination(deps, { ...brand, scope }, [vip!], receiver.url);
-      receiver.secret = dest.secret;
-      await logChanges(ctx.sql, scope, vip!, Array.from({ length: 250 }, (_, i) => `+p${i}`));
-      assert.equal(await deliverDue(deps), 2);
-      assert.equal(await deliverDue(deps), 0);
-      clock += 60_000;
-      assert.equal(await deliverDue(deps), 1);
-      assert.equal(receiver.accepted().length, 250);
-    });
-  } finally {
-    await receiver.close();
-  }
+  await withDestination(async ({ ctx, deps, brand, segment, receiver }) => {
+    let clock = Date.parse("2026-11-26T10:00:00Z");
+    const pinned = { ...deps, now: () => new Date(clock) };
+    await logChanges(
+      ctx.sql,
+      brand.scope,
+      segment,
+      Array.from({ length: 250 }, (_, i) => `+p${i}`),
+    );
+    assert.equal(await deliverDue(pinned), 2);
+    assert.equal(await deliverDue(pinned), 0);
+    clock += 60_000;
+    assert.equal(await deliverDue(pinned), 1);
+    assert.equal(receiver.accepted().length, 250);
+  }, { ratePerMinute: 2 });
 });
