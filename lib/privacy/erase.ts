@@ -159,7 +159,7 @@ export async function writeBlocks(
     insert into privacy_blocks (scope, kind, id_hash, request_id, received_until)
     select ${input.scope}, ${input.kind}, h, ${input.requestId}, ${input.receivedUntil}
     from unnest(${input.hashes}::text[]) as h
-    on conflict (scope, kind, id_hash) do update
+    on conflict (scope, id_hash, kind) do update
       set request_id = excluded.request_id,
           received_until = greatest(privacy_blocks.received_until, excluded.received_until)`;
 }
