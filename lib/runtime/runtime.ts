@@ -35,7 +35,8 @@ export interface Runtime {
   newId: () => string;
   /**
    * Starts the forwarder on the queue (with the `shop_sync`, `predictions_fit` and
-   * `privacy_request` jobs); settles when the runtime closes. `wakeMs`: for a forwarder in a process of its own (see `createKvQueue`).
+   * `privacy_request` jobs); settles when the runtime closes. `wakeMs`: for a forwarder in a
+   * process of its own (see `createKvQueue`).
    */
   startForwarder(options?: { wakeMs?: number }): Promise<void>;
   /** Stops consuming and closes the stores; a delivery in flight is redelivered later. */
