@@ -122,7 +122,7 @@ const list = createRoute({
     query: z.object({
       limit: limitParam(),
       offset: offsetParam,
-      type: z.enum(PRIVACY_REQUEST_TYPES).optional(),
+      type: z.enum(PRIVACY_REQUEST_TYPES).optional().openapi({ example: "export" }),
     }),
   },
   responses: {

@@ -8,7 +8,7 @@
  */
 import type { AdmittedEvent, EventAdmission } from "../engine/engine.ts";
 import type { Sql, Tx } from "../store/db.ts";
-import { eventIdentifiers, type IdentifierHasher } from "./identifiers.ts";
+import { eventIdentifiers, type Identifier, type IdentifierHasher } from "./identifiers.ts";
 
 interface _Block {
   kind: "erased" | "suppressed";
@@ -24,8 +24,16 @@ export function createPrivacyAdmission(hasher: () => Promise<IdentifierHasher>):
   return {
     async drop(tx, scope, events) {
       const keyed = await hasher();
+      // A batch names few people many times: each identifier is hashed once.
+      const memo = new Map<string, string>();
+      const hash = (id: Identifier) => {
+        const key = `${id.kind}\u0000${id.value}`;
+        let hashed = memo.get(key);
+        if (hashed === undefined) memo.set(key, hashed = keyed.hash(id));
+        return hashed;
+      };
       const hashes = events.map((event) =>
-        eventIdentifiers(event.profileId, event.properties).map((id) => keyed.hash(id))
+        eventIdentifiers(event.profileId, event.properties).map(hash)
       );
       const blocks = await tx<_Block[]>`
         select kind, id_hash, request_id, received_until from privacy_blocks

@@ -75,8 +75,9 @@ export async function erasePerson(deps: EraseDeps, input: EraseInput): Promise<E
       contactIds: [...new Set([...person.contactIds, ...again.contactIds])],
     };
     const counts = await _eraseData(tx, input, merged, erasedAt);
+    const target = { brandId: input.brandId, scope: input.scope, profileIds: merged.profileIds };
     for (const [name, eraser] of Object.entries(deps.erasers ?? {})) {
-      for (const [key, value] of Object.entries(await eraser(tx, { ...input, ...merged }))) {
+      for (const [key, value] of Object.entries(await eraser(tx, target))) {
         counts[`${name}_${key}`] = value;
       }
     }
@@ -160,7 +161,7 @@ export async function writeBlocks(
     insert into privacy_blocks (scope, kind, id_hash, request_id, received_until)
     select ${input.scope}, ${input.kind}, h, ${input.requestId}, ${input.receivedUntil}
     from unnest(${input.hashes}::text[]) as h
-    on conflict (scope, kind, id_hash) do update
+    on conflict (scope, id_hash, kind) do update
       set request_id = excluded.request_id,
           received_until = greatest(privacy_blocks.received_until, excluded.received_until)`;
 }

@@ -3,6 +3,7 @@ import { monotonicFactory } from "ulid";
 import { OrderLineSchema } from "../../lib/commerce/order_lines.ts";
 import { upsertOrder } from "../../lib/commerce/orders.ts";
 import { loadConfig } from "../../lib/config.ts";
+import { droppedEventsByDay } from "../../lib/privacy/admission.ts";
 import { createIngestQueue } from "../../lib/runtime/runtime.ts";
 import { errorBody, eventually, type TestContext, withContext } from "../test_support.ts";
 import {
@@ -168,12 +169,31 @@ Deno.test("erase: the person is gone from every route; revenue stays, LTV drops;
     await seedBob(ctx, a);
     const revenue = (await get(ctx, a.key, "/cdp/insights/revenue")).body;
     const ltvBefore = (await get(ctx, a.key, "/cdp/insights/ltv")).body;
-    void startPrivacyForwarder(ctx);
+    // The audiences' erasers are wired here: one runs in the erase's transaction.
+    const erased: unknown[] = [];
+    void startPrivacyForwarder(ctx, ctx.queue, {
+      erasers: {
+        members: async (tx, target) => {
+          const [row] = await tx<{ n: number }[]>`select count(*)::int as n from profiles
+                                                  where scope = ${target.scope}`;
+          erased.push({ ...target, profilesLeft: row!.n });
+          return { removed: target.profileIds.length };
+        },
+      },
+    });
     // By the merged browser id: the whole person goes.
     const done = await requestAndWait(ctx, a.key, { type: "erase", identifier: "bob-browser" });
     assert.equal(done.status, "completed");
     assert.equal(done.identifier, null);
+    // Called once, inside the transaction that already removed the profile (Ann's is left).
+    assert.deepEqual(erased, [{
+      brandId: a.brandId,
+      scope: a.scope,
+      profileIds: ["bob", "bob-browser"],
+      profilesLeft: 1,
+    }]);
     assert.deepEqual(done.counts, {
+      members_removed: 2,
       profiles: 1,
       aliases: 1,
       events: 4,
@@ -372,9 +392,10 @@ Deno.test("suppress: later events are dropped before they are stored and counted
     assert.equal((await get(ctx, a.key, "/cdp/profiles/x-1")).status, 404);
     const view = (await get(ctx, a.key, `/cdp/privacy/requests/${suppressed.id}`)).body;
     assert.equal(view.counts.dropped, 4);
-    const [daily] = await ctx.sql`select events::int as n from privacy_dropped_daily
-                                  where scope = ${a.scope}`;
-    assert.equal(daily!.n, 4);
+    // In usage (`deno task admin usage`), on the day they were accepted.
+    assert.deepEqual(await droppedEventsByDay(ctx.sql, a.brandId), [
+      { day: "2026-11-21", events: 4 },
+    ]);
     // Erased, then the suppression still holds.
     await requestAndWait(ctx, a.key, { type: "erase", identifier: "bob@example.com" });
     ctx.clock.advance(1_000);

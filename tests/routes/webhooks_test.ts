@@ -1014,10 +1014,22 @@ Deno.test("webhooks: shop/redact erases the shop's profiles, events, sessions, a
       await ctx.sql`
         insert into segments (scope, id, name, condition, created_at, updated_at)
         values (${brand.scope}, 'vip', 'VIP', '{"type":"matchAllCondition"}', now(), now())`;
+      // A privacy request holds an identifier (personal data).
+      const res = await ctx.request("/cdp/privacy/requests", brand.key, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ type: "export", identifier: "p1@example.com" }),
+      });
+      assert.equal(res.status, 202);
+      await res.body?.cancel();
     }
     await ok(
       await deliver(ctx, a, { topic: "shop/redact", body: { shop_domain: a.scope } }),
     );
+    // Its requests are gone; the audit (keyed hashes only) stays.
+    const requests = await ctx.sql`select brand_id from privacy_requests`;
+    assert.deepEqual(requests.map((r) => r.brand_id), [b.brandId]);
+    assert.equal(await count(ctx, "privacy_audit", a.brandId), 1);
     assert.deepEqual(await engineRows(ctx, a.scope!), {
       profiles: [],
       profile_aliases: [],

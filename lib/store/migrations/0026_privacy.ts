@@ -52,7 +52,8 @@ export const privacy = {
         id_hash text not null,
         request_id text not null,
         received_until timestamptz,
-        primary key (scope, kind, id_hash)
+        -- Looked up by scope and hash on every apply, whatever the kind.
+        primary key (scope, id_hash, kind)
       );
       create index privacy_blocks_request_idx on privacy_blocks (request_id);
 
