@@ -75,7 +75,7 @@ export async function erasePerson(deps: EraseDeps, input: EraseInput): Promise<E
       contactIds: [...new Set([...person.contactIds, ...again.contactIds])],
     };
     const counts = await _eraseData(tx, input, merged, erasedAt);
-    const target = { brandId: input.brandId, scope: input.scope, profileIds: merged.profileIds };
+    const target = { brandId: input.brandId, scope: input.scope, ...merged };
     for (const [name, eraser] of Object.entries(deps.erasers ?? {})) {
       for (const [key, value] of Object.entries(await eraser(tx, target))) {
         counts[`${name}_${key}`] = value;
