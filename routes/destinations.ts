@@ -28,6 +28,7 @@ import {
 } from "../lib/http/openapi.ts";
 import { assertWithinWindow, offsetPage, pageQuery, pageSchema } from "../lib/http/pagination.ts";
 import { storableText } from "../lib/http/route_guard.ts";
+import { CONSENT_TYPE_PATTERN } from "../lib/engine/consents.ts";
 
 const _SCOPE = "acme.myshopify.com";
 const _SEGMENT = "seg__acme.myshopify.com__vips_at_risk";
@@ -37,6 +38,7 @@ const _DESTINATION = {
   type: "webhook",
   url: "https://hooks.example.com/cdp",
   segments: [_SEGMENT],
+  requiredConsent: "marketing_email",
   createdAt: "2026-11-26T10:00:00.000Z",
   updatedAt: "2026-11-26T10:00:00.000Z",
 };
@@ -47,6 +49,10 @@ const DestinationSchema = z.object({
   type: z.literal("webhook"),
   url: z.string(),
   segments: z.array(z.string()),
+  requiredConsent: z.string().nullable().openapi({
+    description: "The consent type a profile must have granted (consents.<type>.status GRANTED, " +
+      "not revoked) for its changes to be delivered; null: none required",
+  }),
   createdAt: z.string(),
   updatedAt: z.string(),
 }).openapi("Destination");
@@ -64,6 +70,11 @@ const DestinationBody = z.object({
   segments: z.array(text().min(1).max(400)).min(1).max(200)
     .refine((ids) => new Set(ids).size === ids.length, "must not repeat a segment")
     .openapi({ description: "Ids of the brand's segments whose entries and exits it receives" }),
+  requiredConsent: z.string().regex(CONSENT_TYPE_PATTERN, "must be a consent type identifier")
+    .nullable().optional().openapi({
+      description: "A consent type (Unomi's typeIdentifier): only profiles with it granted are " +
+        "delivered; absent or null: none required",
+    }),
 }).strict();
 
 const _BODY_EXAMPLE = {
@@ -71,6 +82,7 @@ const _BODY_EXAMPLE = {
   type: "webhook",
   url: "https://hooks.example.com/cdp",
   segments: [_SEGMENT],
+  requiredConsent: "marketing_email",
 };
 
 const IdParam = idParam("The destination's id", 64, _DESTINATION.id);

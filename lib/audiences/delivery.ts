@@ -13,6 +13,7 @@
  */
 import type { DestinationSettings } from "../config.ts";
 import { identityOf } from "../engine/profiles.ts";
+import { consentGrantedSql } from "../privacy/consent.ts";
 import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Sql } from "../store/db.ts";
@@ -152,47 +153,63 @@ async function _head(sql: Sql, destinationId: string): Promise<_Delivery | null>
   return row ?? null;
 }
 
-/** Makes the next changes after the cursor into a pending delivery, moving the cursor past them. */
+/**
+ * Makes the next changes after the cursor into a pending delivery, moving the cursor past them.
+ * A destination that requires a consent type gets only the changes of profiles with it granted
+ * now; the others are passed over (the cursor moves past them), never delivered later.
+ */
 async function _nextBatch(
   deps: DeliveryDeps,
   destination: _Destination,
 ): Promise<_Delivery | null> {
   return await deps.sql.begin(async (tx) => {
-    const [current] = await tx<{ cursor: string; segments: string[] }[]>`
-      select cursor, segments from destinations where id = ${destination.id} for update`;
+    const [current] = await tx<
+      { cursor: string; segments: string[]; required_consent: string | null }[]
+    >`
+      select cursor, segments, required_consent from destinations
+      where id = ${destination.id} for update`;
     if (!current) return null;
-    const changes = await tx<_Change[]>`
-      select c.seq, c.id, c.segment_id, c.profile_id, c.change, c.at,
-        s.name as segment_name, p.properties
-      from segment_changes c
-      left join segments s on s.scope = c.scope and s.id = c.segment_id
-      left join profiles p on p.scope = c.scope and p.item_id = c.profile_id
-      where c.scope = ${destination.scope} and c.segment_id = any(${current.segments}::text[])
-        and c.seq > ${current.cursor}
-      order by c.seq limit ${MAX_BATCH}`;
-    if (changes.length === 0) return null;
-    const id = `dlv_${deps.newId()}`;
-    const payload = JSON.stringify({
-      destination: destination.id,
-      deliveries: changes.map((c) => ({
-        id: c.id,
-        type: `segment.${c.change}`,
-        segment: { id: c.segment_id, name: c.segment_name ?? c.segment_id },
-        profile: { id: c.profile_id, identity: c.properties ? identityOf(c.properties) : {} },
-        at: new Date(c.at).toISOString(),
-      })),
-    });
     const now = deps.now();
-    const retryUntil = new Date(now.getTime() + deps.settings.retryMs);
-    const first = changes[0]!.seq;
-    const last = changes.at(-1)!.seq;
-    await tx`
-      insert into destination_deliveries (id, destination_id, scope, payload, count, first_seq,
-        last_seq, status, created_at, next_attempt_at, retry_until)
-      values (${id}, ${destination.id}, ${destination.scope}, ${payload}, ${changes.length},
-        ${first}, ${last}, 'pending', ${now}, ${now}, ${retryUntil})`;
-    await tx`update destinations set cursor = ${last} where id = ${destination.id}`;
-    return { id, payload, attempts: 0, next_attempt_at: now, retry_until: retryUntil };
+    const consented = current.required_consent === null
+      ? tx`true`
+      : consentGrantedSql(tx, current.required_consent, now);
+    for (let cursor = current.cursor;;) {
+      const scanned = await tx<(_Change & { consented: boolean })[]>`
+        select c.seq, c.id, c.segment_id, c.profile_id, c.change, c.at,
+          s.name as segment_name, p.properties, coalesce(${consented}, false) as consented
+        from segment_changes c
+        left join segments s on s.scope = c.scope and s.id = c.segment_id
+        left join profiles p on p.scope = c.scope and p.item_id = c.profile_id
+        where c.scope = ${destination.scope} and c.segment_id = any(${current.segments}::text[])
+          and c.seq > ${cursor}
+        order by c.seq limit ${MAX_BATCH}`;
+      if (scanned.length === 0) return null;
+      const last = scanned.at(-1)!.seq;
+      await tx`update destinations set cursor = ${last} where id = ${destination.id}`;
+      const changes = scanned.filter((c) => c.consented);
+      if (changes.length === 0) {
+        cursor = last;
+        continue;
+      }
+      const id = `dlv_${deps.newId()}`;
+      const payload = JSON.stringify({
+        destination: destination.id,
+        deliveries: changes.map((c) => ({
+          id: c.id,
+          type: `segment.${c.change}`,
+          segment: { id: c.segment_id, name: c.segment_name ?? c.segment_id },
+          profile: { id: c.profile_id, identity: c.properties ? identityOf(c.properties) : {} },
+          at: new Date(c.at).toISOString(),
+        })),
+      });
+      const retryUntil = new Date(now.getTime() + deps.settings.retryMs);
+      await tx`
+        insert into destination_deliveries (id, destination_id, scope, payload, count, first_seq,
+          last_seq, status, created_at, next_attempt_at, retry_until)
+        values (${id}, ${destination.id}, ${destination.scope}, ${payload}, ${changes.length},
+          ${changes[0]!.seq}, ${changes.at(-1)!.seq}, 'pending', ${now}, ${now}, ${retryUntil})`;
+      return { id, payload, attempts: 0, next_attempt_at: now, retry_until: retryUntil };
+    }
   });
 }
 

@@ -18,6 +18,8 @@ export interface DestinationView {
   type: "webhook";
   url: string;
   segments: string[];
+  /** The consent type a profile must have granted for its changes to be delivered, or null. */
+  requiredConsent: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -27,6 +29,7 @@ export interface DestinationInput {
   name: string;
   url: string;
   segments: string[];
+  requiredConsent?: string | null;
 }
 
 /** What destination writes need. */
@@ -42,6 +45,7 @@ interface _Row {
   name: string;
   url: string;
   segments: string[];
+  required_consent: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -53,6 +57,7 @@ function _view(row: _Row): DestinationView {
     type: "webhook",
     url: row.url,
     segments: row.segments,
+    requiredConsent: row.required_consent,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -90,11 +95,12 @@ export async function createDestination(
     // Starts at the log's end: the changes from now on.
     const [created] = await tx<_Row[]>`
       insert into destinations
-        (id, brand_id, scope, name, type, url, secret, segments, cursor, created_at, updated_at)
+        (id, brand_id, scope, name, type, url, secret, segments, required_consent, cursor,
+         created_at, updated_at)
       values (${id}, ${brand.brandId}, ${brand.scope}, ${input.name}, 'webhook', ${input.url},
-        ${secret}, ${input.segments}::text[],
+        ${secret}, ${input.segments}::text[], ${input.requiredConsent ?? null},
         (select coalesce(max(seq), 0) from segment_changes), ${now}, ${now})
-      returning id, name, url, segments, created_at, updated_at`;
+      returning id, name, url, segments, required_consent, created_at, updated_at`;
     return created!;
   });
   return { ..._view(row), secret };
@@ -107,7 +113,7 @@ export async function listDestinations(
   page: { limit: number; offset: number },
 ): Promise<{ list: DestinationView[]; total: number }> {
   const rows = await sql<_Row[]>`
-    select id, name, url, segments, created_at, updated_at
+    select id, name, url, segments, required_consent, created_at, updated_at
     from destinations where scope = ${scope} order by id
     limit ${page.limit} offset ${page.offset}`;
   const [counted] = await sql<{ n: number }[]>`
@@ -122,13 +128,13 @@ export async function getDestination(
   id: string,
 ): Promise<DestinationView | null> {
   const [row] = await sql<_Row[]>`
-    select id, name, url, segments, created_at, updated_at
+    select id, name, url, segments, required_consent, created_at, updated_at
     from destinations where scope = ${scope} and id = ${id}`;
   return row ? _view(row) : null;
 }
 
 /**
- * Replaces a destination's name, URL and segments; the secret and the position in the log stay
+ * Replaces a destination's name, URL, segments and required consent; the secret and the position in the log stay
  * (a segment added hears its changes from that position on). Null when not the brand's.
  */
 export async function updateDestination(
@@ -142,9 +148,10 @@ export async function updateDestination(
     await _assertSegments(tx, scope, input.segments);
     const [row] = await tx<_Row[]>`
       update destinations set name = ${input.name}, url = ${input.url},
-        segments = ${input.segments}::text[], updated_at = ${deps.now()}
+        segments = ${input.segments}::text[], required_consent = ${input.requiredConsent ?? null},
+        updated_at = ${deps.now()}
       where scope = ${scope} and id = ${id}
-      returning id, name, url, segments, created_at, updated_at`;
+      returning id, name, url, segments, required_consent, created_at, updated_at`;
     return row ? _view(row) : null;
   });
 }

@@ -9,6 +9,9 @@
  */
 
 /** One consent as stored. */
+/** A consent's type identifier (Unomi's `typeIdentifier`): its key in a profile's `consents`. */
+export const CONSENT_TYPE_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+
 export interface Consent {
   scope: string;
   typeIdentifier: string;

@@ -23,13 +23,14 @@ import { brandLevelSummaries } from "./migrations/0016_brand_level_summaries.ts"
 import { contactsBrandCheckHashJoin } from "./migrations/0017_contacts_brand_check_hash_join.ts";
 import { integrationsRedactedAt } from "./migrations/0018_integrations_redacted_at.ts";
 import { profilePredictions } from "./migrations/0019_profile_predictions.ts";
+import { segmentsStoreCallerTree } from "./migrations/0020_segments_store_caller_tree.ts";
 import { predictionModels } from "./migrations/0021_prediction_models.ts";
 import { sessionProperties } from "./migrations/0022_session_properties.ts";
-import { segmentsStoreCallerTree } from "./migrations/0020_segments_store_caller_tree.ts";
 import { pixelClaims } from "./migrations/0023_pixel_claims.ts";
 import { segmentMembership } from "./migrations/0024_segment_membership.ts";
 import { destinations } from "./migrations/0025_destinations.ts";
 import { privacy } from "./migrations/0026_privacy.ts";
+import { destinationConsent } from "./migrations/0027_destination_consent.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -59,13 +60,14 @@ export const MIGRATIONS: readonly Migration[] = [
   contactsBrandCheckHashJoin,
   integrationsRedactedAt,
   profilePredictions,
+  segmentsStoreCallerTree,
   predictionModels,
   sessionProperties,
-  segmentsStoreCallerTree,
   pixelClaims,
   segmentMembership,
   destinations,
   privacy,
+  destinationConsent,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

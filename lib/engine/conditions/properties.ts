@@ -5,6 +5,7 @@
  * @module
  */
 import type { Sql } from "../../store/db.ts";
+import { CONSENT_TYPE_PATTERN } from "../consents.ts";
 import { quote } from "./shape.ts";
 import { ALL_KINDS, type PropertyContext, type SqlFragment, type ValueKind } from "./vocabulary.ts";
 
@@ -200,7 +201,6 @@ export function resolveProperty(
 
 // A consent's fields (lib/engine/consents.ts); its key is Unomi's typeIdentifier.
 const _CONSENT_FIELDS = new Set(["status", "statusDate", "revokeDate", "typeIdentifier"]);
-const _CONSENT_KEY = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
 
 // consents.<typeIdentifier>.<field>: the type identifier may hold dots, so the field is the last
 // segment and the key everything between.
@@ -210,7 +210,7 @@ function _resolveConsent(
 ): { ok: true; source: PropertySource } | { ok: false; message: string } {
   const field = segments[segments.length - 1]!;
   const key = segments.slice(1, -1).join(".");
-  if (segments.length >= 3 && _CONSENT_FIELDS.has(field) && _CONSENT_KEY.test(key)) {
+  if (segments.length >= 3 && _CONSENT_FIELDS.has(field) && CONSENT_TYPE_PATTERN.test(key)) {
     return { ok: true, source: { kind: "json", root: "p.consents", path: [key, field] } };
   }
   return {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { deliverDestination, deliverDue } from "../../../lib/audiences/delivery.ts";
 import { replayDeliveries } from "../../../lib/audiences/deliveries.ts";
+import { updateDestination } from "../../../lib/audiences/destinations.ts";
 import { eventually, withContext } from "../../test_support.ts";
 import { documentedVerifier, startReceiver } from "./webhook_receiver.ts";
 import {
@@ -254,4 +255,61 @@ Deno.test("delivery: the brand's rate cap holds POSTs back until a later minute,
     assert.equal(await deliverDue(pinned), 1);
     assert.equal(receiver.accepted().length, 250);
   }, { ratePerMinute: 2 });
+});
+
+Deno.test("delivery: a destination requiring a consent type gets only the profiles with it granted", async () => {
+  await withDestination(async ({ ctx, deps, brand, segment, destination, receiver }) => {
+    const scope = brand.scope;
+    const consent = (profileId: string, status: string, revokeDate?: string) => ({
+      id: ctx.deps.newId(),
+      eventType: "modifyConsent",
+      profileId,
+      properties: {
+        consent: {
+          typeIdentifier: "marketing_email",
+          status,
+          statusDate: "2026-01-01T00:00:00Z",
+          ...(revokeDate ? { revokeDate } : {}),
+        },
+      },
+    });
+    const results = await ctx.deps.engine.applyEvents({
+      scope,
+      source: "server",
+      receivedAt: new Date().toISOString(),
+      events: [
+        consent("ann", "GRANTED"),
+        consent("bob", "DENIED"),
+        consent("dan", "GRANTED", "2026-02-01T00:00:00Z"), // granted, since revoked
+      ],
+    });
+    assert.ok(results.every((r) => r.ok), JSON.stringify(results));
+    const updated = await updateDestination(deps, scope, destination.id, {
+      name: "Hook",
+      url: receiver.url,
+      segments: [segment],
+      requiredConsent: "marketing_email",
+    });
+    assert.equal(updated?.requiredConsent, "marketing_email");
+    // carl has no consents at all.
+    await logChanges(ctx.sql, scope, segment, ["+ann", "+bob", "+carl", "+dan", "-ann"]);
+    await deliverDue(deps);
+    assert.deepEqual(
+      receiver.accepted().map((d) => `${d.type} ${d.profile.id}`),
+      ["segment.entered ann", "segment.exited ann"],
+    );
+    // Changes passed over stay passed over; bob's next change, once granted, is delivered.
+    await ctx.deps.engine.applyEvents({
+      scope,
+      source: "server",
+      receivedAt: new Date().toISOString(),
+      events: [consent("bob", "GRANTED")],
+    });
+    await logChanges(ctx.sql, scope, segment, ["-bob"]);
+    await deliverDue(deps);
+    assert.deepEqual(
+      receiver.accepted().map((d) => `${d.type} ${d.profile.id}`),
+      ["segment.entered ann", "segment.exited ann", "segment.exited bob"],
+    );
+  });
 });
