@@ -156,11 +156,20 @@ Deno.test("membership: a redelivered group changes nothing twice; a failing hook
       condition: adults,
       now: clock.now(),
     });
+    // The hook queues the touched profiles; the job evaluates them.
+    const sent: unknown[] = [];
+    const membership = membershipForwarding(deps, {
+      kv,
+      send: (message) => {
+        sent.push(message);
+        return Promise.resolve(true);
+      },
+    });
     const handle = createQueueHandler({
       queue,
       engine,
       now: clock.now,
-      afterApply: membershipForwarding(deps, queue).afterApply,
+      afterApply: membership.afterApply,
     });
     const message: EventsMessage = {
       kind: "events",
@@ -175,6 +184,9 @@ Deno.test("membership: a redelivered group changes nothing twice; a failing hook
     };
     await handle(message);
     await handle(structuredClone(message));
+    assert.equal(sent.length, 2, "each delivery queues its update");
+    for (const update of sent) await membership.jobs.membership_update!(update);
+    await membership.jobs.membership_update!(structuredClone(sent[0]));
     assert.equal(await feedSize(db.sql), 1);
 
     const failing = createQueueHandler({
