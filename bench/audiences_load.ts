@@ -29,7 +29,6 @@
 import postgres from "postgres";
 import { monotonicFactory } from "ulid";
 import { membershipForwarding } from "../lib/audiences/jobs.ts";
-import { refreshSegment } from "../lib/audiences/membership.ts";
 import { movesWithTime, sweepTimeDriven } from "../lib/audiences/time_driven.ts";
 import { scopedCondition, storedCondition } from "../lib/engine/caller_condition.ts";
 import { compileCondition, type Condition } from "../lib/engine/conditions.ts";
@@ -284,14 +283,6 @@ async function benchSweep(sql: Sql, url: string) {
   const filled = await sweepTimeDriven({ ...deps, refreshTimeoutMs: 600_000 });
   const fillSeconds = (performance.now() - fill) / 1000;
   progress(`sweep: first fill ${fillSeconds.toFixed(1)} s (${filled.entered} entered)`);
-  // The other segments are filled too, as their creation would have (not timed).
-  for (let i = 0; i < SEGMENTS; i++) {
-    await refreshSegment(
-      { ...deps, refreshTimeoutMs: 600_000 },
-      SWEEP_SCOPE,
-      `seg__${SWEEP_SCOPE}__s${i}`,
-    );
-  }
   await sql`vacuum analyze segment_members`;
   clock = new Date(clock.getTime() + DAY);
   const started = performance.now();
