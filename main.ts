@@ -13,6 +13,7 @@ import type { IngestQueue } from "./lib/ingest/queue.ts";
 import { openRuntime } from "./lib/runtime/runtime.ts";
 import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts";
 import { privacyUpkeep } from "./lib/privacy/upkeep.ts";
+import { enqueueSweep } from "./lib/audiences/jobs.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
@@ -24,17 +25,26 @@ let refitAll: (() => Promise<void>) | null = null;
 let deliver: (() => Promise<void>) | null = null;
 // Lost privacy requests queued again, and event retention enforced (docs/privacy.md).
 let upkeep: (() => Promise<void>) | null = null;
+// The minute's sweep of time-driven segments (docs/audiences.md): the forwarder's timer queues
+// it too; a sweep already waiting absorbs the other.
+let sweep: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => queue?.drained());
   Deno.cron("deliver to destinations", "* * * * *", () => deliver?.());
   Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
   Deno.cron("privacy upkeep", "* * * * *", () => upkeep?.());
+  Deno.cron("sweep time-driven segments", "* * * * *", () => sweep?.());
 }
 
 const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);
 const runtime = await openRuntime(config, { serve: true }).catch(failStart);
 queue = runtime.queue;
+sweep = () =>
+  enqueueSweep(runtime.queue, runtime.now()).then(
+    () => {},
+    (err) => log("error", "membership sweep not queued", { error: String(err) }),
+  );
 deliver = () =>
   runtime.deliverDestinations().catch((err) =>
     log("error", "destination delivery pass failed", { error: String(err) })
