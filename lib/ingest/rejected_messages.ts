@@ -26,10 +26,11 @@ export interface RejectedMessage {
 /** How long a refused message is kept. */
 export const REJECTED_RETENTION_MS = 30 * 24 * 3_600_000;
 /**
- * Refused messages kept per request; those past it are counted only (one request writes one
- * bounded KV commit, whatever it sends).
+ * Refused messages kept per request; those past it are counted only. With at most 5 reasons
+ * each and bounded texts, one request writes one KV commit well inside KV's 800 KB per commit,
+ * whatever it sends.
  */
-export const MAX_KEPT_PER_REQUEST = 100;
+export const MAX_KEPT_PER_REQUEST = 50;
 /** Characters of a message's JSON kept as its excerpt. */
 export const EXCERPT_CHARS = 1_000;
 
@@ -52,9 +53,9 @@ export async function recordRejectedMessages(
       door: request.door,
       at: request.at.toISOString(),
       index: rejection.index,
-      errors: rejection.errors.slice(0, 10).map((e) => ({
+      errors: rejection.errors.slice(0, 5).map((e) => ({
         path: e.path.slice(0, 200),
-        message: e.message.slice(0, 500),
+        message: e.message.slice(0, 300),
       })),
       excerpt: _excerpt(messages[rejection.index]),
     };

@@ -130,8 +130,8 @@ export const SCOPE_PROPERTY_NAMES = new Set([
  * expected_next_order_at>`; event `properties.*`, `flattenedProperties.*`, `target.properties.*`,
  * `timeStamp`, `eventType`, `profileId`, `sessionId`, `itemId`, `target.itemId`,
  * `target.itemType`; a session (sessionPropertyCondition) `itemId`, `profileId`, `timeStamp`,
- * `lastEventDate`, `size`, `duration` and `properties.*` (referringURL, userAgentName, ...). Any segment named `scope` or `shopDomain` is refused
- * unless `allowScope`.
+ * `lastEventDate`, `size`, `duration` and `properties.*` (referringURL, userAgentName, ...).
+ * Any segment named `scope` or `shopDomain` is refused unless `allowScope`.
  */
 export function resolveProperty(
   itemType: PropertyContext,

@@ -165,7 +165,7 @@ export function invalidCondition(issues: ConditionIssue[]): DomainError {
 }
 
 // The page views pageViewEventCondition selects, with where each keeps the page's path.
-const PAGE_VIEW_EVENT_TYPES: { eventTypeId: string; path: PropertySource }[] = [
+const _PAGE_VIEWS: { eventTypeId: string; path: PropertySource }[] = [
   {
     eventTypeId: "view",
     path: { kind: "json", root: "e.target", path: ["properties", "pageInfo", "pagePath"] },
@@ -310,7 +310,7 @@ function _validateParams(
       const pagePath = own(params, "pagePath");
       if (pagePath !== undefined) _string(w, pagePath, _child(pvPath, "pagePath"));
       if (!valid()) return;
-      const views = PAGE_VIEW_EVENT_TYPES.map(({ eventTypeId, path }): ConditionNode => {
+      const views = _PAGE_VIEWS.map(({ eventTypeId, path }): ConditionNode => {
         const type: ConditionNode = { type: "eventType", eventTypeId };
         if (pagePath === undefined) return type;
         return {

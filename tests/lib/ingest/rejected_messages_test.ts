@@ -50,14 +50,20 @@ Deno.test("rejected messages: counted per brand, kept with their reasons, newest
   });
 });
 
-Deno.test("rejected messages: past the per-request bound, the rest are counted only", async () => {
+Deno.test("rejected messages: past the per-request bound the rest are counted only; the largest request commits", async () => {
   await withKv(async (kv) => {
-    const n = MAX_KEPT_PER_REQUEST + 50;
+    // The largest a batch can make them: 2,000 messages of 32 KB of 4-byte characters, each with
+    // many long reasons; still one commit within KV's bounds.
+    const n = 2_000;
     const rejected = Array.from({ length: n }, (_, index) => ({
       index,
-      errors: [{ path: `$.batch[${index}]`, message: "invalid" }],
+      errors: Array.from({ length: 20 }, (_, e) => ({
+        path: `$.batch[${index}].${"p".repeat(1_000)}${e}`,
+        message: "😀".repeat(1_000),
+      })),
     }));
-    await recordRejectedMessages(kv, request("A"), rejected, rejected.map(() => ({})));
+    const message = { text: "😀".repeat(8_000) };
+    await recordRejectedMessages(kv, request("A"), rejected, rejected.map(() => message));
     assert.equal(await rejectedCount(kv, "A"), n);
     assert.equal((await listRejectedMessages(kv, "A", 1000)).length, MAX_KEPT_PER_REQUEST);
   });
