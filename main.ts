@@ -12,6 +12,7 @@ import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
 import type { IngestQueue } from "./lib/ingest/queue.ts";
 import { openRuntime } from "./lib/runtime/runtime.ts";
 import { enqueueAllPredictionsFits } from "./lib/commerce/predictions/fit_job.ts";
+import { enqueueSweep } from "./lib/audiences/jobs.ts";
 
 // Deno Deploy runs a registered cron job even while no request keeps an instance alive, and
 // registers only those made at the top level before serving: this one drains the ingest outbox
@@ -21,10 +22,14 @@ let queue: IngestQueue | null = null;
 let refitAll: (() => Promise<void>) | null = null;
 // A delivery pass to the destinations (docs/audiences.md#delivery), for when no instance is alive.
 let deliver: (() => Promise<void>) | null = null;
+// The minute's sweep of time-driven segments (docs/audiences.md): the forwarder's timer queues
+// it too; a sweep already waiting absorbs the other.
+let sweep: (() => Promise<void>) | null = null;
 if (typeof Deno.cron === "function") {
   Deno.cron("drain the ingest outbox", "* * * * *", () => queue?.drained());
   Deno.cron("deliver to destinations", "* * * * *", () => deliver?.());
   Deno.cron("refit predictions", "17 3 * * *", () => refitAll?.());
+  Deno.cron("sweep time-driven segments", "* * * * *", () => sweep?.());
 }
 
 const config = loadConfigOrFail(Deno.env.toObject());
@@ -34,6 +39,11 @@ queue = runtime.queue;
 deliver = () =>
   runtime.deliverDestinations().catch((err) =>
     log("error", "destination delivery pass failed", { error: String(err) })
+  );
+sweep = () =>
+  enqueueSweep(runtime.queue, runtime.now()).then(
+    () => {},
+    (err) => log("error", "membership sweep not queued", { error: String(err) }),
   );
 refitAll = () =>
   enqueueAllPredictionsFits({ sql: runtime.sql, queue: runtime.queue }, runtime.now()).then(

@@ -1,15 +1,21 @@
 /**
- * Membership maintenance as the forwarder runs it: the hook after each applied group, and two
- * jobs sent on the ingest queue (either implementation, so they work wherever the forwarder
- * does): `segment_refresh` (a segment created, changed or deleted: its full diff) and
- * `membership_sweep` (the time-driven segments, queued every minute by
- * {@linkcode startSweepTimer}, at most one waiting or running at a time across processes).
+ * Membership maintenance as the forwarder runs it, as jobs on the ingest queue (either
+ * implementation, so they work wherever the forwarder does): `membership_update` (the profiles
+ * an applied group touched, sent by the forwarder's `afterApply` hook before the group's
+ * delivery completes, so a crash loses none), `segment_refresh` (a segment created, changed or
+ * deleted: its full diff) and `membership_sweep` (the time-driven segments, queued every minute
+ * by {@linkcode startSweepTimer}, at most one waiting or running at a time across processes).
+ *
+ * The hook only queues: the forwarder's slots go on applying events while the touched profiles
+ * are evaluated beside them, and the updates of one scope that wait meanwhile are evaluated
+ * together (coalesce.ts), so a backlog costs fewer, larger evaluations.
  *
  * @module
  */
 import { log } from "../log.ts";
 import type { IngestQueue } from "../ingest/queue.ts";
 import { membershipSweepQueuedKey } from "../store/kv_keys.ts";
+import { coalesceByScope } from "./coalesce.ts";
 import { type MembershipDeps, refreshSegment, updateMembership } from "./membership.ts";
 import { sweepTimeDriven } from "./time_driven.ts";
 
@@ -19,6 +25,16 @@ export interface SegmentRefreshMessage {
   scope: string;
   segmentId: string;
 }
+
+/** The queue message of profiles to re-evaluate against every segment of their scope. */
+export interface MembershipUpdateMessage {
+  kind: "membership_update";
+  scope: string;
+  profileIds: string[];
+}
+
+/** Profile ids per `membership_update` message: 200 ids of 255 characters fit KV's 64 KiB. */
+const _IDS_PER_MESSAGE = 200;
 
 /** The queue message of a sweep of the time-driven segments. */
 export interface MembershipSweepMessage {
@@ -78,16 +94,37 @@ export interface MembershipForwarding {
   jobs: Record<string, (message: unknown) => Promise<void>>;
 }
 
-/** Membership maintenance over `deps`, for the forwarder (`queue`: the sweep's marker). */
+/**
+ * Membership maintenance over `deps`, for the forwarder: `queue` carries the updates and holds
+ * the sweep's marker.
+ */
 export function membershipForwarding(
   deps: MembershipDeps,
-  queue: Pick<IngestQueue, "kv">,
+  queue: Pick<IngestQueue, "kv" | "send">,
 ): MembershipForwarding {
+  const update = coalesceByScope(async (scope, profileIds) => {
+    await updateMembership(deps, scope, profileIds);
+  });
   return {
     async afterApply({ scope, profileIds }) {
-      await updateMembership(deps, scope, profileIds);
+      for (let i = 0; i < profileIds.length; i += _IDS_PER_MESSAGE) {
+        const message: MembershipUpdateMessage = {
+          kind: "membership_update",
+          scope,
+          profileIds: profileIds.slice(i, i + _IDS_PER_MESSAGE),
+        };
+        if (!await queue.send(message)) throw new Error("membership update not queued");
+      }
     },
     jobs: {
+      async membership_update(message) {
+        const m = message as Partial<MembershipUpdateMessage>;
+        if (typeof m.scope !== "string" || !Array.isArray(m.profileIds)) {
+          log("error", "malformed membership_update message dropped");
+          return;
+        }
+        await update({ scope: m.scope, profileIds: m.profileIds.map(String) });
+      },
       async segment_refresh(message) {
         const m = message as Partial<SegmentRefreshMessage>;
         if (typeof m.scope !== "string" || typeof m.segmentId !== "string") {

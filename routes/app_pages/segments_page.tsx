@@ -1,10 +1,11 @@
 /**
  * The segments pages: the brand's segments with their member counts, and one segment with its
- * condition shown readably, its first members and an export link; read through the functions
- * the `/cdp/segments` routes call.
+ * condition shown readably, its members entered and exited per day, its first members and an
+ * export link; read through the functions the `/cdp/segments` routes call.
  *
  * @module
  */
+import { membershipHistory } from "../../lib/audiences/feed.ts";
 import type { AppDeps } from "../../lib/http/app_env.ts";
 import type { BrandConcurrency } from "../../lib/http/brand_concurrency.ts";
 import type { Condition } from "../../lib/engine/conditions.ts";
@@ -16,7 +17,7 @@ import {
   type SegmentView,
 } from "../../lib/engine/segments.ts";
 import { OFFSET_WINDOW } from "../../lib/http/pagination.ts";
-import { Card, DataTable, Layout } from "./layout.tsx";
+import { Card, ChartCard, DataTable, Layout } from "./layout.tsx";
 import type { PageContext } from "./page_context.ts";
 
 /** Segments per page of the list. */
@@ -25,6 +26,9 @@ export const SEGMENTS_PAGE = 50;
 export const SEGMENT_MEMBERS = 20;
 /** Member counts stop here, as the members API's `totalSize` does. */
 export const MEMBER_COUNT_CAP = OFFSET_WINDOW + 1;
+
+/** Days of entries and exits a segment's page charts. */
+export const MEMBERSHIP_DAYS = 30;
 
 /** What the list shows for a count not made (past the budget, failed, or the share taken). */
 export const UNKNOWN_COUNT = "—";
@@ -122,6 +126,13 @@ export async function segmentPage(
           cap: MEMBER_COUNT_CAP,
         }),
     ));
+  const history = await membershipHistory(deps.sql, {
+    scope: segment.scope,
+    segmentId: segment.id,
+    now: deps.now(),
+    days: MEMBERSHIP_DAYS,
+  });
+  const changedDays = history.filter((d) => d.entered + d.exited > 0).reverse();
   return (
     <Layout title={segment.name} page={page} active="segments">
       <h1>{segment.name}</h1>
@@ -144,6 +155,29 @@ export async function segmentPage(
             <pre class="mono">{JSON.stringify(segment.condition, null, 2)}</pre>
           </details>
         </Card>
+        <ChartCard
+          id="membership"
+          title="Entered and exited"
+          formula={`Profiles that entered or left the segment per day (UTC), last ${MEMBERSHIP_DAYS} days. Source: GET /cdp/segments/{id}/changes.`}
+          svg={page.charts.grouped({
+            labels: history.map((d) => d.day.slice(5)),
+            series: [
+              { name: "Entered", values: history.map((d) => d.entered) },
+              { name: "Exited", values: history.map((d) => d.exited) },
+            ],
+          })}
+        >
+          <DataTable
+            id="membership"
+            caption="Days with changes, latest first"
+            columns={[
+              { label: "Day" },
+              { label: "Entered", numeric: true },
+              { label: "Exited", numeric: true },
+            ]}
+            rows={changedDays.map((d) => [d.day, String(d.entered), String(d.exited)])}
+          />
+        </ChartCard>
         <Card title="Members" id="members">
           <p class="formula">
             The first {SEGMENT_MEMBERS} by profile id.{" "}

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { monotonicFactory } from "ulid";
+import { appendChanges } from "../../lib/audiences/changes.ts";
 import { findBrandContext, setBrand } from "../../lib/tenancy/brands.ts";
 import { startForwarder } from "../../lib/ingest/forwarder.ts";
 import { listDeadLetters, readBacklog } from "../../lib/ingest/queue.ts";
@@ -1051,4 +1052,63 @@ Deno.test("webhooks: pruning is bounded per call, oldest first", async () => {
     assert.equal(await pruneWebhookDeliveries(ctx.sql, now), 0);
     assert.equal(await count(ctx, "webhook_deliveries"), 1);
   });
+});
+
+Deno.test("webhooks: customers/redact takes the erased profiles out of every segment; shop/redact erases the membership", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const other = await ctx.seedBrand();
+    const scope = brand.scope!;
+    await seedProfile(ctx, scope, "bob", { email: "bob@example.com" });
+    await seedProfile(ctx, scope, "ann", { email: "ann@example.com" });
+    await seedProfile(ctx, other.scope!, "bob", { email: "bob@example.com" });
+    const at = ctx.clock.now();
+    for (const s of [scope, other.scope!]) {
+      await ctx.sql.begin((tx) =>
+        appendChanges(
+          tx,
+          s,
+          [["vip", "bob"], ["vip", "ann"], ["buyers", "bob"]].map(([segmentId, profileId]) => ({
+            segmentId: segmentId!,
+            profileId: profileId!,
+            change: "entered" as const,
+            at,
+          })),
+          ctx.deps.newId,
+        )
+      );
+    }
+    const membership = async (s: string) => ({
+      members: (await ctx.sql<{ m: string }[]>`
+        select segment_id || ' ' || profile_id as m from segment_members where scope = ${s}
+        order by 1`).map((r) => r.m),
+      changes: (await ctx.sql<{ c: string }[]>`
+        select change || ' ' || segment_id || ' ' || profile_id as c from segment_changes
+        where scope = ${s} order by seq`).map((r) => r.c),
+    });
+    await ok(
+      await deliver(ctx, brand, {
+        topic: "customers/redact",
+        body: {
+          shop_domain: scope,
+          customer: { id: 1, email: "bob@example.com" },
+          orders_to_redact: [],
+        },
+      }),
+    );
+    assert.deepEqual(await membership(scope), {
+      members: ["vip ann"],
+      changes: [
+        "entered vip bob",
+        "entered vip ann",
+        "entered buyers bob",
+        "exited buyers bob",
+        "exited vip bob",
+      ],
+    });
+    assert.equal((await membership(other.scope!)).members.length, 3, "another shop's bob stays");
+    await ok(await deliver(ctx, brand, { topic: "shop/redact", body: { shop_domain: scope } }));
+    assert.deepEqual(await membership(scope), { members: [], changes: [] });
+    assert.equal((await membership(other.scope!)).changes.length, 3);
+  }, ENV);
 });

@@ -22,6 +22,8 @@ export const segmentMembership = {
         entered_at timestamptz not null,
         primary key (scope, segment_id, profile_id)
       );
+      -- A profile's memberships, read when its profile is re-evaluated or erased.
+      create index segment_members_by_profile on segment_members (scope, profile_id);
       create table segment_changes (
         seq bigint generated always as identity primary key,
         id text not null unique,

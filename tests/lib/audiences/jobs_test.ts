@@ -14,7 +14,7 @@ import { createQueueHandler, startForwarder } from "../../../lib/ingest/forwarde
 import { createOutboxQueue } from "../../../lib/ingest/outbox.ts";
 import { createKvQueue, type EventsMessage, listDeadLetters } from "../../../lib/ingest/queue.ts";
 import type { Sql } from "../../../lib/store/db.ts";
-import { eventually, freshDatabase, testClock } from "../../test_support.ts";
+import { eventually, freshDatabase, type TestClock, testClock } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
 const newId = monotonicFactory();
@@ -45,6 +45,17 @@ function ageEvent(profileId: string, age: number): IngestEvent {
   };
 }
 
+/** Membership over `sql` on the test clock, with a permit always free. */
+function membershipDeps(sql: Sql, clock: TestClock): MembershipDeps {
+  return {
+    sql,
+    now: clock.now,
+    newId,
+    budget: () => ({ permit: () => () => {}, timeoutMs: 10_000 }),
+    refreshTimeoutMs: 10_000,
+  };
+}
+
 async function members(sql: Sql, segment: string): Promise<string[]> {
   const rows = await sql<{ profile_id: string }[]>`
     select profile_id from segment_members where scope = ${A} and segment_id = ${segment}
@@ -67,13 +78,7 @@ for (const kind of ["kv", "outbox"] as const) {
       : createOutboxQueue(kv, { newId, pollMs: 20, maxIdleMs: 50 });
     try {
       const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
-      const deps: MembershipDeps = {
-        sql: db.sql,
-        now: clock.now,
-        newId,
-        budget: () => ({ permit: () => () => {}, timeoutMs: 10_000 }),
-        refreshTimeoutMs: 10_000,
-      };
+      const deps = membershipDeps(db.sql, clock);
       const membership = membershipForwarding(deps, queue);
       const running = startForwarder({
         queue,
@@ -142,13 +147,7 @@ Deno.test("membership: a redelivered group changes nothing twice; a failing hook
   try {
     const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
     const queue = createKvQueue(kv, { newId });
-    const deps: MembershipDeps = {
-      sql: db.sql,
-      now: clock.now,
-      newId,
-      budget: () => ({ permit: () => () => {}, timeoutMs: 10_000 }),
-      refreshTimeoutMs: 10_000,
-    };
+    const deps = membershipDeps(db.sql, clock);
     await createSegment(db.sql, {
       scope: A,
       id: `seg__${A}__adults`,
@@ -156,11 +155,20 @@ Deno.test("membership: a redelivered group changes nothing twice; a failing hook
       condition: adults,
       now: clock.now(),
     });
+    // The hook queues the touched profiles; the job evaluates them.
+    const sent: unknown[] = [];
+    const membership = membershipForwarding(deps, {
+      kv,
+      send: (message) => {
+        sent.push(message);
+        return Promise.resolve(true);
+      },
+    });
     const handle = createQueueHandler({
       queue,
       engine,
       now: clock.now,
-      afterApply: membershipForwarding(deps, queue).afterApply,
+      afterApply: membership.afterApply,
     });
     const message: EventsMessage = {
       kind: "events",
@@ -175,6 +183,9 @@ Deno.test("membership: a redelivered group changes nothing twice; a failing hook
     };
     await handle(message);
     await handle(structuredClone(message));
+    assert.equal(sent.length, 2, "each delivery queues its update");
+    for (const update of sent) await membership.jobs.membership_update!(update);
+    await membership.jobs.membership_update!(structuredClone(sent[0]));
     assert.equal(await feedSize(db.sql), 1);
 
     const failing = createQueueHandler({

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { exitProfiles, refreshSegment } from "../../../lib/audiences/membership.ts";
 import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
+import { membershipDeps } from "../../../lib/runtime/runtime.ts";
 import { bumpBrandVersion } from "../../../lib/tenancy/brands.ts";
 import { newShopSyncState } from "../../../lib/shopify/shop_sync.ts";
 import { shopSyncStateKey } from "../../../lib/store/kv_keys.ts";
@@ -641,5 +643,36 @@ Deno.test("segments and customer pages: a stored segment that no longer validate
     assert.match(customer, new RegExp(`data-list="segments-unknown">[\\s\\S]*?${broken}`));
     assert.match(customer, new RegExp(`data-list="segments">[\\s\\S]*?${segmentId}`));
     assert.doesNotMatch(customer, /regular expression|too costly/i);
+  }, APP_ENV);
+});
+
+Deno.test("segment page: members entered and exited per day, as the change feed has them", async () => {
+  await withContext(async (ctx) => {
+    const { a, segmentId } = await seedDashboard(ctx);
+    const deps = membershipDeps({
+      sql: ctx.sql,
+      config: ctx.config,
+      now: ctx.clock.now,
+      newId: ctx.deps.newId,
+    });
+    await refreshSegment(deps, a.scope!, segmentId);
+    const day1 = ctx.clock.now().toISOString().slice(0, 10);
+    ctx.clock.advance(86_400_000);
+    const feed = await api(ctx, a.key, `/cdp/segments/${segmentId}/changes?limit=100`);
+    const leaving = feed.list.slice(0, 2).map((c: { profileId: string }) => c.profileId);
+    await ctx.sql.begin((tx) =>
+      exitProfiles(tx, {
+        scope: a.scope!,
+        profileIds: leaving,
+        now: ctx.clock.now(),
+        newId: ctx.deps.newId,
+      })
+    );
+    const day2 = ctx.clock.now().toISOString().slice(0, 10);
+    const s = await openDashboard(ctx, a.scope!);
+    const one = await html(ctx, `/app/segments/${encodeURIComponent(segmentId)}`, s);
+    assert.deepEqual(tableRows(one, "membership"), [[day2, "0", "2"], [day1, "12", "0"]]);
+    assert.equal(feed.list.length, 12);
+    assert.match(chartSvg(one, "membership"), /<path/);
   }, APP_ENV);
 });
