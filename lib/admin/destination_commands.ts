@@ -33,6 +33,16 @@ function _idArg(value: string, shape: RegExp, flag: string, what: string): strin
   return value;
 }
 
+/** The required `--destination ID`, checked. */
+function _destinationArg(values: Record<string, unknown>): string {
+  return _idArg(
+    requiredFlag(values, "destination"),
+    _DESTINATION_ID,
+    "destination",
+    "a destination",
+  );
+}
+
 /** `destinations list`, `destinations deliveries`, `destinations replay`. */
 export const destinationCommands: Commands = {
   "destinations list": defineCommand({
@@ -71,12 +81,7 @@ export const destinationCommands: Commands = {
         throw new UsageError("--limit takes a whole number from 1 to 1000");
       }
       return {
-        destinationId: _idArg(
-          requiredFlag(values, "destination"),
-          _DESTINATION_ID,
-          "destination",
-          "a destination",
-        ),
+        destinationId: _destinationArg(values),
         status: status as DeliveryView["status"] | undefined,
         limit,
       };
@@ -97,12 +102,7 @@ export const destinationCommands: Commands = {
         delivery: { type: "string" },
       });
       return {
-        destinationId: _idArg(
-          requiredFlag(values, "destination"),
-          _DESTINATION_ID,
-          "destination",
-          "a destination",
-        ),
+        destinationId: _destinationArg(values),
         deliveryId: values.delivery === undefined
           ? undefined
           : _idArg(values.delivery as string, _DELIVERY_ID, "delivery", "a delivery"),

@@ -135,6 +135,11 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     await _kill(service);
     service = _spawn(env);
     await _eventually(
+      "p20..p29 in the log",
+      async () => (await _logged(sql, segment.id)) === 30,
+      60_000,
+    );
+    await _eventually(
       "p20..p29 delivered",
       () => range(20, 30).every((p) => entered().has(p)),
       60_000,
