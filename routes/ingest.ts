@@ -27,7 +27,7 @@ import {
 import { jsonPath } from "../lib/ingest/storable.ts";
 import { acceptEvents } from "../lib/ingest/accept.ts";
 import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
-import { hitRateLimit } from "../lib/http/rate_limit.ts";
+import { admitBySum, type RateLimitPolicy } from "../lib/http/rate_limit.ts";
 
 /** Limits of the browser proxy: tighter than server-side ingest. */
 export const MAX_PIXEL_BODY_BYTES = 64 * 1024;
@@ -104,14 +104,15 @@ export function ingestRoutes(deps: AppDeps) {
   const router = newRouter();
   router.use("/cdp/ingest", pixelBody(deps));
   router.openapi(pixelIngest, async (c) => {
-    const { shop, pixelShop } = await openPixelDoor(c, deps, c.req.valid("query").shop);
+    const door = await openPixelDoor(c, deps, c.req.valid("query").shop);
+    const { shop, pixelShop } = door;
     const validated = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: MAX_PIXEL_BATCH,
       newId: deps.newId,
       check: (event) => _pixelCheck(event) ?? deps.engine.checkEvent(event),
     });
     const { accepted, rejected } = await keepAnonymous(deps, shop, pixelShop, validated);
-    if (pixelShop) await acceptEvents(deps, pixelShop, "pixel", accepted);
+    await acceptPixelEvents(deps, door, accepted);
     return c.json({ accepted: accepted.length, rejected, scope: shop }, 202);
   });
   return router;
@@ -120,6 +121,13 @@ export function ingestRoutes(deps: AppDeps) {
 /** A storefront door's body: buffered under the door's own, small bound. */
 export function pixelBody(deps: AppDeps) {
   return bufferBody({ maxBytes: MAX_PIXEL_BODY_BYTES, timeoutMs: deps.config.bodyReadTimeoutMs });
+}
+
+/** An admitted storefront request: its shop, the brand when connected, its rate-limit count. */
+export interface PixelDoor {
+  shop: string;
+  pixelShop: PixelShop | null;
+  count: (op: Deno.AtomicOperation) => void;
 }
 
 /**
@@ -133,7 +141,7 @@ export async function openPixelDoor(
   c: Context,
   deps: AppDeps,
   shopParam: string,
-): Promise<{ shop: string; pixelShop: PixelShop | null }> {
+): Promise<PixelDoor> {
   const shop = parseShopDomain(shopParam);
   const origin = c.req.header("origin");
   const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
@@ -145,14 +153,40 @@ export async function openPixelDoor(
   c.header("Vary", "Origin");
 
   const client = clientAddress(c, deps.config.trustProxy);
-  const policy = { name: "pixel", limit: deps.config.pixelRateLimitPerMinute, windowMs: 60_000 };
-  const limited = await hitRateLimit(deps.kv, policy, `${shop}|${client}`, deps.now());
+  // Counted with a commutative sum, never retried: many visitors behind one address (a shop's
+  // busy hour, a carrier's NAT) would otherwise contend on one counter.
+  const policy: RateLimitPolicy = {
+    name: "pixel",
+    limit: deps.config.pixelRateLimitPerMinute,
+    windowMs: 60_000,
+    counting: "sum",
+  };
+  const limited = await admitBySum(deps.kv, policy, `${shop}|${client}`, deps.now());
   if (!limited.allowed) {
     throw new HttpError(429, "rate_limited", "too many events from this client; slow down", {
       headers: { "Retry-After": String(limited.retryAfterSeconds) },
     });
   }
-  return { shop, pixelShop };
+  return { shop, pixelShop, count: limited.count };
+}
+
+/**
+ * Queues a storefront door's accepted events (a connected shop's; an unknown shop's are dropped)
+ * and counts the request against the client's limit, in the queue's commit when it can.
+ */
+export async function acceptPixelEvents(
+  deps: AppDeps,
+  door: PixelDoor,
+  accepted: AcceptedEvent[],
+): Promise<void> {
+  const { folded } = door.pixelShop
+    ? await acceptEvents(deps, door.pixelShop, "pixel", accepted, { also: door.count })
+    : { folded: false };
+  if (!folded) {
+    const op = deps.kv.atomic();
+    door.count(op);
+    await op.commit();
+  }
 }
 
 /**

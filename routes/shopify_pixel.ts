@@ -13,7 +13,6 @@ import type { AppDeps } from "../lib/http/app_env.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { parseJsonBody, type Rejection, validateBuiltEvents } from "../lib/ingest/edge.ts";
 import { jsonPath } from "../lib/ingest/storable.ts";
-import { acceptEvents } from "../lib/ingest/accept.ts";
 import { segmentEventId } from "../lib/ingest/segment_spec.ts";
 import {
   mapShopifyPixelEvent,
@@ -25,6 +24,7 @@ import { queueStitch, recordPixelClaims } from "../lib/shopify/pixel_claims.ts";
 import { DomainError } from "../lib/errors.ts";
 import { newRouter, noSecurity } from "../lib/http/openapi.ts";
 import {
+  acceptPixelEvents,
   keepAnonymous,
   MAX_PIXEL_BATCH,
   openPixelDoor,
@@ -126,7 +126,8 @@ export function shopifyPixelRoutes(deps: AppDeps) {
 }
 
 async function _ingest(c: Context, deps: AppDeps, shopParam: string) {
-  const { shop, pixelShop } = await openPixelDoor(c, deps, shopParam);
+  const door = await openPixelDoor(c, deps, shopParam);
+  const { shop, pixelShop } = door;
   const body = parseJsonBody(c.get("body")).value as { events?: unknown } | null;
   const events = typeof body === "object" && body !== null && !Array.isArray(body)
     ? body.events
@@ -159,8 +160,8 @@ async function _ingest(c: Context, deps: AppDeps, shopParam: string) {
   const validated = validateBuiltEvents(built, deps.engine.checkEvent, "events");
   validated.rejected.push(...rejected);
   const { accepted, rejected: refused } = await keepAnonymous(deps, shop, pixelShop, validated);
+  await acceptPixelEvents(deps, door, accepted);
   if (pixelShop) {
-    await acceptEvents(deps, pixelShop, "pixel", accepted);
     const made = accepted.flatMap((a) => claims.get(a.event.id) ?? []);
     const ordersFound = await recordPixelClaims(deps.sql, pixelShop, made, deps.now());
     // The order came first (its webhook, or the backfill): the stitch runs once the visitor's
