@@ -33,7 +33,8 @@ export interface ForwarderDeps {
    * Called after a group of events messages committed (and left the backlog), with its scope and
    * the ids of the profiles its applied events name (as sent: an id merged away stands for the
    * profile that absorbed it). At least once per applied event: a redelivery calls it again. Its
-   * failure is logged and never fails the delivery.
+   * failure fails the delivery (an unreachable database is waited out first), so the redelivery
+   * calls it again: it must be idempotent.
    */
   afterApply?: (applied: { scope: string; profileIds: string[] }) => Promise<void>;
 }
@@ -102,11 +103,17 @@ async function _forwardGroup(deps: ForwarderDeps, group: EventsMessage[]): Promi
   // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
   // nothing twice and retires the messages then.
   await deps.queue.retire(group.map((message) => message.id));
-  if (deps.afterApply) await _afterApply(deps.afterApply, group, results);
+  if (deps.afterApply) await _afterApply(deps, deps.afterApply, group, results);
 }
 
-/** Calls the hook with the profiles the group's applied events name; a failure is only logged. */
+/**
+ * Calls the hook with the profiles the group's applied events name. It waits out an unreachable
+ * database as the apply does; any other failure fails the delivery, so the queue redelivers it:
+ * the engine applies nothing twice and the hook runs again (it must be idempotent), so what the
+ * hook maintains is never left behind by the events.
+ */
 async function _afterApply(
+  deps: ForwarderDeps,
   hook: NonNullable<ForwarderDeps["afterApply"]>,
   group: EventsMessage[],
   results: ApplyResult[][],
@@ -118,13 +125,10 @@ async function _afterApply(
     })
   );
   if (profileIds.size === 0) return;
-  try {
-    await hook({ scope: group[0]!.batch.scope, profileIds: [...profileIds] });
-  } catch (err) {
-    log("error", "the forwarder's afterApply hook failed; the delivery stands", {
-      error: String(err),
-    });
-  }
+  await _whenReachable(
+    deps,
+    () => hook({ scope: group[0]!.batch.scope, profileIds: [...profileIds] }),
+  );
 }
 
 async function _whenReachable<T>(deps: ForwarderDeps, apply: () => Promise<T>): Promise<T> {

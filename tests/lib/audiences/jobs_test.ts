@@ -140,7 +140,7 @@ for (const kind of ["kv", "outbox"] as const) {
   });
 }
 
-Deno.test("membership: a redelivered group changes nothing twice; a failing hook never fails the delivery", async () => {
+Deno.test("membership: a redelivered group changes nothing twice; a hook that cannot queue fails the delivery", async () => {
   const db = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
   const clock = testClock();
@@ -194,11 +194,15 @@ Deno.test("membership: a redelivered group changes nothing twice; a failing hook
       now: clock.now,
       afterApply: () => Promise.reject(new Error("membership store down")),
     });
-    await failing({
-      ...message,
-      id: newId(),
-      batch: { ...message.batch, events: [ageEvent("p2", 40)] },
-    });
+    // A hook that cannot queue the update fails the delivery, so the queue delivers it again.
+    await assert.rejects(
+      failing({
+        ...message,
+        id: newId(),
+        batch: { ...message.batch, events: [ageEvent("p2", 40)] },
+      }),
+      /membership store down/,
+    );
     const [row] = await db.sql`select count(*)::int as n from profiles where item_id = 'p2'`;
     assert.equal(row!.n, 1, "the group is applied");
     assert.deepEqual(await listDeadLetters(kv), []);

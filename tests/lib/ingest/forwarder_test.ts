@@ -576,21 +576,26 @@ for (const kind of ["kv", "outbox"] as const) {
   });
 }
 
-Deno.test("forwarder: an afterApply that fails is logged; the delivery succeeds, applied once", async () => {
+Deno.test("forwarder: an afterApply that fails fails the delivery; the redelivery applies nothing twice and calls it again", async () => {
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
-    let calls = 0;
+    const calls: string[][] = [];
+    let down = true;
     const handle = createQueueHandler({
       queue: kvQueue(kv),
       engine,
       now: clock.now,
-      afterApply() {
-        calls++;
-        return Promise.reject(new Error("the hook's store is down"));
+      afterApply({ profileIds }) {
+        calls.push(profileIds);
+        return down ? Promise.reject(new Error("the hook's store is down")) : Promise.resolve();
       },
     });
-    await handle(message([pageView("p1"), pageView("p2")]));
-    assert.equal(calls, 1);
+    const delivery = message([pageView("p1"), pageView("p2")]);
+    await assert.rejects(handle(delivery), /the hook's store is down/);
+    assert.equal(await eventCount(sql), 2);
+    down = false;
+    await handle(structuredClone(delivery));
+    assert.deepEqual(calls, [["p1", "p2"], ["p1", "p2"]]);
     assert.equal(await eventCount(sql), 2);
     assert.deepEqual(await listDeadLetters(kv), []);
   });
