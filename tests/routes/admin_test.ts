@@ -148,6 +148,7 @@ Deno.test("admin: brand and key commands run in the service and answer the CLI's
         beta: true,
         integration: "connected",
         redacted_at: null,
+        event_retention_days: null,
       },
     );
     const listed = await ok(await command(ctx, "brand-list", []));
