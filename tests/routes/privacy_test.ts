@@ -176,7 +176,8 @@ Deno.test("erase: the person is gone from every route; revenue stays, LTV drops;
         members: async (tx, target) => {
           const [row] = await tx<{ n: number }[]>`select count(*)::int as n from profiles
                                                   where scope = ${target.scope}`;
-          erased.push({ ...target, profilesLeft: row!.n });
+          const { brandId, scope, profileIds, emails } = target;
+          erased.push({ brandId, scope, profileIds, emails, profilesLeft: row!.n });
           return { removed: target.profileIds.length };
         },
       },
@@ -190,6 +191,7 @@ Deno.test("erase: the person is gone from every route; revenue stays, LTV drops;
       brandId: a.brandId,
       scope: a.scope,
       profileIds: ["bob", "bob-browser"],
+      emails: ["bob@example.com"],
       profilesLeft: 1,
     }]);
     assert.deepEqual(done.counts, {
