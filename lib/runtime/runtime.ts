@@ -24,6 +24,7 @@ import { createKvQueue, type IngestQueue } from "../ingest/queue.ts";
 import { createPrivacyAdmission } from "../privacy/admission.ts";
 import { lazyIdentifierHasher } from "../privacy/identifiers.ts";
 import { createPrivacyJob } from "../privacy/requests.ts";
+import type { Eraser } from "../privacy/erase.ts";
 import { shopSyncDeps } from "../shopify/shop_sync.ts";
 import { createShopSyncJob } from "../shopify/shop_sync_job.ts";
 import { createPixelStitchJob, erasePixelClaims } from "../shopify/pixel_claims.ts";
@@ -117,10 +118,7 @@ export async function openRuntime(
             now,
             hasher,
             exportBudget: privacyExportBudget(config),
-            erasers: {
-              audiences: (tx, person) => eraseFromAudiences(tx, person, { now, newId }),
-              storefront: (tx, person) => erasePixelClaims(tx, person),
-            },
+            erasers: privacyErasers({ now, newId }),
           }),
           predictions_fit: createPredictionsFitJob({
             sql: stores.sql,
@@ -163,6 +161,19 @@ export function createIngestQueue(
   return config.ingestQueue === "outbox"
     ? createOutboxQueue(kv, { ...options, concurrency: config.forwarderConcurrency })
     : createKvQueue(kv, options);
+}
+
+/**
+ * What an erase removes besides the engine's and commerce's data (lib/privacy/erase.ts): the
+ * person's audiences (memberships, change history, destination deliveries) and storefront claims.
+ */
+export function privacyErasers(
+  clock: { now: () => Date; newId: () => string },
+): Record<string, Eraser> {
+  return {
+    audiences: (tx, person) => eraseFromAudiences(tx, person, clock),
+    storefront: (tx, person) => erasePixelClaims(tx, person),
+  };
 }
 
 /** How long one segment's evaluation over a whole brand may take: within the sweep's minute. */
