@@ -7,10 +7,10 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { adminCli, eventuallyNamed, ROOT } from "./fault_support.ts";
 import { freePort, privatePostgresUnavailable, startPrivatePostgres } from "./private_postgres.ts";
 import { startReceiver } from "../lib/audiences/webhook_receiver.ts";
 
-const _ROOT = new URL("../../", import.meta.url).pathname;
 const _unavailable = privatePostgresUnavailable();
 
 for (const ingestQueue of ["kv", "outbox"] as const) {
@@ -45,15 +45,22 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
   let service = _spawn(env);
   const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
-    const brand = await _cli(env, ["brand", "create", "--name", "D", "--shop", "d.myshopify.com"]);
-    const { key } = await _cli(env, ["key", "issue", "--brand", String(brand.id)]);
+    const brand = await adminCli(env, [
+      "brand",
+      "create",
+      "--name",
+      "D",
+      "--shop",
+      "d.myshopify.com",
+    ]);
+    const { key } = await adminCli(env, ["key", "issue", "--brand", String(brand.id)]);
     const api = (path: string, init: RequestInit = {}) =>
       fetch(`${base}${path}`, {
         ...init,
         headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
         signal: AbortSignal.timeout(10_000),
       });
-    await _eventually("the service is healthy", async () => {
+    await eventuallyNamed("the service is healthy", async () => {
       try {
         return (await api("/healthz").then((r) => (r.body?.cancel(), r.status))) === 200;
       } catch {
@@ -104,12 +111,12 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     // 1. The receiver fails: attempts are made and retried.
     receiver.respond = 503;
     await qualify(range(0, 10));
-    await _eventually("failed attempts", () => receiver.received.length >= 2);
+    await eventuallyNamed("failed attempts", () => receiver.received.length >= 2);
     // 2. kill -9 while deliveries are pending; the receiver recovers meanwhile.
     await _kill(service);
     receiver.respond = 200;
     service = _spawn(env);
-    await _eventually(
+    await eventuallyNamed(
       "p0..p9 delivered after the restart",
       () => range(0, 10).every((p) => entered().has(p)),
       60_000,
@@ -119,13 +126,16 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     receiver.respond = 503;
     const before = receiver.received.length;
     await qualify(range(10, 20));
-    await _eventually("p10..p19 in the log", async () => (await _logged(sql, segment.id)) === 20);
-    await _eventually("a failed attempt", () => receiver.received.length > before);
+    await eventuallyNamed(
+      "p10..p19 in the log",
+      async () => (await _logged(sql, segment.id)) === 20,
+    );
+    await eventuallyNamed("a failed attempt", () => receiver.received.length > before);
     await pg.stop("immediate");
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     await pg.start();
     receiver.respond = 200;
-    await _eventually(
+    await eventuallyNamed(
       "p10..p19 delivered after the database restart",
       () => range(10, 20).every((p) => entered().has(p)),
       60_000,
@@ -134,12 +144,12 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     await qualify(range(20, 30));
     await _kill(service);
     service = _spawn(env);
-    await _eventually(
+    await eventuallyNamed(
       "p20..p29 in the log",
       async () => (await _logged(sql, segment.id)) === 30,
       60_000,
     );
-    await _eventually(
+    await eventuallyNamed(
       "p20..p29 delivered",
       () => range(20, 30).every((p) => entered().has(p)),
       60_000,
@@ -194,7 +204,7 @@ interface _Process {
 function _spawn(env: Record<string, string>): _Process {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--unstable-kv", "main.ts"],
-    cwd: _ROOT,
+    cwd: ROOT,
     env,
     stdout: "piped",
     stderr: "piped",
@@ -216,26 +226,4 @@ async function _kill(process: _Process): Promise<void> {
   } catch { /* already gone */ }
   await process.child.status;
   await process.done.catch(() => {});
-}
-
-async function _cli(env: Record<string, string>, args: string[]): Promise<Record<string, unknown>> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", "admin.ts", ...args],
-    cwd: _ROOT,
-    env,
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  return JSON.parse(new TextDecoder().decode(out.stdout));
-}
-
-async function _eventually(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }

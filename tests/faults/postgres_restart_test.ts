@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { adminCli, eventuallyNamed, ROOT } from "./fault_support.ts";
 import {
   freePort,
   type PrivatePostgres,
@@ -11,7 +12,6 @@ import {
   startPrivatePostgres,
 } from "./private_postgres.ts";
 
-const _ROOT = new URL("../../", import.meta.url).pathname;
 const _unavailable = privatePostgresUnavailable();
 
 Deno.test({
@@ -32,7 +32,7 @@ Deno.test({
     const service = new _Service(env);
     const load = new _Load(`http://127.0.0.1:${env.PORT}`);
     try {
-      const brand = await _cli(env, [
+      const brand = await adminCli(env, [
         "brand",
         "create",
         "--name",
@@ -40,18 +40,18 @@ Deno.test({
         "--shop",
         "restart.myshopify.com",
       ]);
-      const { key } = await _cli(env, ["key", "issue", "--brand", String(brand.id)]);
+      const { key } = await adminCli(env, ["key", "issue", "--brand", String(brand.id)]);
       load.key = String(key);
       service.start();
-      await _eventually("the service is healthy", () => load.status("/healthz", 200));
+      await eventuallyNamed("the service is healthy", () => load.status("/healthz", 200));
 
       load.start();
-      await _eventually("some events are stored", async () => (await _storedEvents(pg)) > 0);
+      await eventuallyNamed("some events are stored", async () => (await _storedEvents(pg)) > 0);
 
       for (const mode of ["fast", "immediate"] as const) {
         await pg.stop(mode);
         // Bounded fetches: a hang fails the test instead of stalling it.
-        await _eventually(`healthz 503 (${mode} stop)`, () => load.status("/healthz", 503));
+        await eventuallyNamed(`healthz 503 (${mode} stop)`, () => load.status("/healthz", 503));
         await load.expectError("/cdp/profiles", { method: "GET" }, 503, "upstream_unavailable");
         await load.expectError(
           "/cdp/events?sync=true",
@@ -63,16 +63,19 @@ Deno.test({
           "upstream_unavailable",
         );
         const acceptedBefore = load.accepted;
-        await _eventually("async ingest still accepts", () => load.accepted > acceptedBefore);
+        await eventuallyNamed("async ingest still accepts", () => load.accepted > acceptedBefore);
         await pg.start();
-        await _eventually(`healthz 200 after the ${mode} stop`, () => load.status("/healthz", 200));
-        await _eventually("reads answer again", () => load.status("/cdp/profiles", 200));
+        await eventuallyNamed(
+          `healthz 200 after the ${mode} stop`,
+          () => load.status("/healthz", 200),
+        );
+        await eventuallyNamed("reads answer again", () => load.status("/cdp/profiles", 200));
       }
 
       await load.stop();
       assert.ok(load.accepted > 0);
       assert.deepEqual(load.unexpected, [], "every ingest answer was 202");
-      await _eventually(
+      await eventuallyNamed(
         "every accepted event is stored",
         async () => (await _storedEvents(pg)) >= load.accepted,
         120_000,
@@ -181,7 +184,7 @@ class _Service {
   start(): void {
     this.#child = new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", "--unstable-kv", "main.ts"],
-      cwd: _ROOT,
+      cwd: ROOT,
       env: this.env,
       stdout: "piped",
       stderr: "piped",
@@ -217,28 +220,5 @@ class _Service {
     await this.#child.status;
     await Promise.all(this.#reading).catch(() => {});
     this.#child = null;
-  }
-}
-
-async function _cli(env: Record<string, string>, args: string[]): Promise<Record<string, unknown>> {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", "admin.ts", ...args],
-    cwd: _ROOT,
-    env,
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  return JSON.parse(text);
-}
-
-async function _eventually(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
