@@ -128,6 +128,15 @@ export function letterIdArg(value: string, flag = "id"): string {
   return value;
 }
 
+/** `--limit N`: a whole number from 1 to 1000, `fallback` when absent. */
+export function limitArg(value: unknown, fallback: number): number {
+  const limit = value === undefined ? fallback : Number(value);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+    throw new UsageError("--limit takes a whole number from 1 to 1000");
+  }
+  return limit;
+}
+
 /** Checks a calendar day `YYYY-MM-DD` that exists (no month 13, no 30 February). */
 export function dayArg(value: string, flag: string): string {
   const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);

@@ -16,6 +16,7 @@ import {
   brandIdArg,
   type Commands,
   defineCommand,
+  limitArg,
   parseFlags,
   requiredFlag,
   UsageError,
@@ -76,14 +77,10 @@ export const destinationCommands: Commands = {
       if (status !== undefined && !["pending", "delivered", "dead"].includes(status)) {
         throw new UsageError("--status takes pending, delivered or dead");
       }
-      const limit = Number(values.limit ?? 25);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-        throw new UsageError("--limit takes a whole number from 1 to 1000");
-      }
       return {
         destinationId: _destinationArg(values),
         status: status as DeliveryView["status"] | undefined,
-        limit,
+        limit: limitArg(values.limit, 25),
       };
     },
     async run(stores, input) {

@@ -9,9 +9,9 @@ import {
   brandIdArg,
   type Commands,
   defineCommand,
+  limitArg,
   parseFlags,
   requiredFlag,
-  UsageError,
 } from "./command.ts";
 
 /** `rejected list`. */
@@ -25,11 +25,10 @@ export const rejectedCommands: Commands = {
         brand: { type: "string" },
         limit: { type: "string" },
       });
-      const limit = values.limit === undefined ? 50 : Number(values.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-        throw new UsageError("--limit must be an integer from 1 to 1000");
-      }
-      return { brandId: brandIdArg(requiredFlag(values, "brand")), limit };
+      return {
+        brandId: brandIdArg(requiredFlag(values, "brand")),
+        limit: limitArg(values.limit, 50),
+      };
     },
     async run(stores, input) {
       const [count, messages] = await Promise.all([
