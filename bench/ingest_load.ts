@@ -24,7 +24,8 @@
  *    the same floor in this process (information: its writers share the driver's event loop);
  *    `createEmbeddedEngine(...).applyEvents(batch)` from four appliers; and the forwarder itself
  *    (`createQueueHandler`, default settings) draining a queue that holds the same number of
- *    events.
+ *    events. Targets (40% of the floor with every event new, 60% realistic) on PostgreSQL; the
+ *    PGlite rows are information (its statements run on the benchmark's own thread).
  * 3. Visibility: the service as deployed by default (its own bounded forwarder) over a fresh KV
  *    store, under a steady BENCH_VISIBILITY_RATE; every 20th batch is timed from its 202 until
  *    its first event is readable in `events`.
@@ -1561,7 +1562,11 @@ async function main(): Promise<number> {
       pass: share >= PIXEL_SHARE_TARGET,
     });
   }
-  for (const f of forwards.filter((f) => f.mode.startsWith("forwarder"))) {
+  // The throughput targets are the server's (PostgreSQL): embedded PGlite runs every statement
+  // on the service's own thread, so its rows are information beside them.
+  for (
+    const f of forwards.filter((f) => f.mode.startsWith("forwarder") && f.store === "PostgreSQL")
+  ) {
     const share = (100 * f.engineEventsPerSecond) / f.floorEventsPerSecond;
     verdicts.push({
       target: `forwarder >= ${
