@@ -21,8 +21,9 @@
  *    rows with plain multi-row INSERTs (no validation, no matching, no upsert) into another brand.
  *
  * The predictions refit of brand A (its completed orders read, then BG/NBD, MBG/NBD, Gamma-Gamma
- * and the validation fitted in a worker) is timed twice, and the customer insights are read with
- * the predictions the route adds beside the same read without them (the "floor" of that row).
+ * and the validation fitted in a worker) is timed twice, and the customer insights are read as
+ * the route reads them (predictions asked) beside the same call without predictions asked (the
+ * "floor" of that row).
  *
  * Prints progress on stderr and markdown tables on stdout; targets are reported PASS/FAIL, never
  * asserted. Exit code 1 only for an invalid run (an error or answers that differ).

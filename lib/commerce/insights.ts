@@ -258,10 +258,9 @@ export async function customerInsights(
   const orders = contactId && (summary || model)
     ? await _customerOrders(sql, brandId, contactId, model !== null)
     : null;
-  const insights = summary ? _insights(summary, orders!.products, snapshot!, freshness.now) : {
-    ..._EMPTY_INSIGHTS,
-    top_products: [],
-  };
+  const insights = summary
+    ? _insights(summary, orders!.products, snapshot!, freshness.now)
+    : _emptyInsights();
   if (!predictions) return insights;
   const predicted = model && orders
     ? predictedInsights(
@@ -274,17 +273,22 @@ export async function customerInsights(
   return withPredictions(insights, predicted);
 }
 
-const _EMPTY_INSIGHTS = {
-  ltv: "0.00",
-  order_count: 0,
-  aov: "0.00",
-  first_order_at: null,
-  last_order_at: null,
-  currency_code: null,
-  rfm: null,
-  churn: null,
-} as const;
+/** The insights of a customer without completed orders. */
+function _emptyInsights(): CustomerInsights {
+  return {
+    ltv: "0.00",
+    order_count: 0,
+    aov: "0.00",
+    first_order_at: null,
+    last_order_at: null,
+    currency_code: null,
+    rfm: null,
+    top_products: [],
+    churn: null,
+  };
+}
 
+/** The insights of a customer with her summary row. */
 function _insights(
   row: _SummaryRow,
   products: _ProductRow[],
