@@ -18,10 +18,6 @@ import {
   customerInsights,
   revenueByMonth,
 } from "../lib/commerce/insights.ts";
-import {
-  customerPredictions,
-  withPredictions,
-} from "../lib/commerce/predictions/customer_predictions.ts";
 import { EVENT_VOLUME_DAYS, eventVolumeByDay } from "../lib/engine/event_volume.ts";
 import { listOrders } from "../lib/commerce/reads.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -400,22 +396,18 @@ export function customerRoutes(deps: AppDeps, options: { heavyReads: BrandConcur
     .openapi(insights, async (c) => {
       const identifier = c.req.valid("param").identifier;
       const { brand, resolved } = await resolve(c, identifier);
-      // The predictions' one read (the brand's model, the customer's order days) overlaps the
-      // insights' queries.
-      const [base, predicted] = await Promise.all([
-        customerInsights(deps.sql, brand.brandId, resolved.contactId, freshness()),
-        customerPredictions(
-          { sql: deps.sql, settings: deps.config.predictions },
-          brand.brandId,
-          resolved.contactId,
-          deps.now(),
-        ),
-      ]);
+      const insights = await customerInsights(
+        deps.sql,
+        brand.brandId,
+        resolved.contactId,
+        freshness(),
+        deps.config.predictions,
+      );
       return c.json({
         identifier,
         matched_by: resolved.matchedBy,
         scope: brand.scope,
-        insights: withPredictions(base, predicted),
+        insights,
       }, 200);
     })
     .openapi(ltv, async (c) => {

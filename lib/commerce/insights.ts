@@ -5,10 +5,15 @@
  *
  * @module
  */
+import type postgres from "postgres";
 import type { Sql } from "../store/db.ts";
 import { countToWindow } from "../store/offset_window.ts";
 import { money } from "./order_lines.ts";
-import { currentSnapshot, type Freshness } from "./summaries.ts";
+import { currentSnapshot, type Freshness, type InsightSnapshot } from "./summaries.ts";
+import type { FittedModel } from "./predictions/model_fit.ts";
+import { predictedInsights, withPredictions } from "./predictions/customer_predictions.ts";
+
+type _Fragment = postgres.PendingQuery<postgres.Row[]>;
 
 /** Shopify's customer RFM groups. */
 export const RFM_TIERS = [
@@ -80,66 +85,216 @@ type _ProductRow = {
   repeat_purchase_rate: number;
 };
 
-/** A customer's top products by completed-order revenue, with the brand-wide reach. */
-async function _customerTopProducts(sql: Sql, brandId: string, contactId: string) {
-  const rows = await sql<_ProductRow[]>`
+/** A customer's churn verdict (`insights.churn`). */
+export type Churn = ReturnType<typeof _churn>;
+
+/** A customer's insights (`insights` of the route, without its predictions). */
+export interface CustomerInsights {
+  ltv: string;
+  order_count: number;
+  aov: string;
+  first_order_at: string | null;
+  last_order_at: string | null;
+  currency_code: string | null;
+  rfm: {
+    recency_score: number;
+    frequency_score: number;
+    monetary_score: number;
+    tier: RfmTier;
+    last_order_at: string;
+    order_count: number;
+    ltv: string;
+  } | null;
+  top_products: _ProductRow[];
+  churn: Churn | null;
+}
+
+/** A customer's insights with `predicted` and `churn.probability`. */
+export type PredictedCustomerInsights = ReturnType<typeof withPredictions<CustomerInsights>>;
+
+/** Her customer_summaries row; with predictions asked, the brand's model beside it. */
+type _SummaryRow = {
+  order_count: number;
+  spend: string;
+  aov: string;
+  first_order_at: Date;
+  last_order_at: Date;
+  median_gap: number | null;
+  r: number;
+  f: number;
+  m: number;
+  currency_code: string | null;
+};
+
+/**
+ * Her summary row (null without one) and, when asked, the brand's model (a primary-key lookup in
+ * the same statement; null without a ready fit).
+ */
+async function _summaryAndModel(
+  sql: Sql,
+  brandId: string,
+  contactId: string,
+  withModel: boolean,
+): Promise<{ summary: _SummaryRow | null; model: FittedModel | null }> {
+  const columns = sql`
+    s.order_count, s.spend::text as spend, round(s.spend / s.order_count, 2)::text as aov,
+    s.first_order_at, s.last_order_at, s.median_gap, s.r, s.f, s.m, s.currency_code`;
+  if (!withModel) {
+    const [summary] = await sql<_SummaryRow[]>`
+      select ${columns} from customer_summaries s
+      where s.brand_id = ${brandId} and s.contact_id = ${contactId}`;
+    return { summary: summary ?? null, model: null };
+  }
+  // One row whether or not she has a summary row (a stale snapshot may not have her yet).
+  const [row] = await sql<(Partial<_SummaryRow> & { model: FittedModel | null })[]>`
+    select ${columns}, m.model
+    from (values (1)) one
+    left join customer_summaries s on s.brand_id = ${brandId} and s.contact_id = ${contactId}
+    left join prediction_models m on m.brand_id = ${brandId}`;
+  const { model, ...summary } = row!;
+  return { summary: summary.order_count == null ? null : summary as _SummaryRow, model };
+}
+
+/** Her top 5 products by completed-order revenue, with the brand-wide reach: over `o`. */
+function _topProducts(sql: Sql, brandId: string, from: _Fragment, where: _Fragment): _Fragment {
+  return sql`
     select ranked.product_id, ranked.title, ranked.quantity, ranked.order_count,
            ranked.revenue::text as revenue, coalesce(p.customer_count, 0) as customer_count,
            coalesce(p.repeat_purchase_rate, 0) as repeat_purchase_rate
     from (
       select li.product_id, max(li.title) as title, sum(li.quantity)::int as quantity,
              count(distinct o.id)::int as order_count, sum(li.price * li.quantity) as revenue
-      from orders o
+      from ${from}
       cross join lateral jsonb_to_recordset(o.line_items)
         as li(product_id text, title text, quantity integer, price numeric)
-      where o.contact_id = ${contactId} and o.brand_id = ${brandId} and o.state = 'complete'
-        and li.product_id is not null
+      where ${where} and li.product_id is not null
       group by li.product_id
     ) ranked
     left join product_summaries p on p.brand_id = ${brandId} and p.product_id = ranked.product_id
     order by ranked.revenue desc, ranked.product_id
     limit 5`;
-  return rows.map((r) => ({ ...r, revenue: money(r.revenue) }));
 }
 
-/** Spec 2.9: a customer's insights; zeros and nulls (never 404) without completed orders. */
+/**
+ * A customer's top products and, when asked, her completed order days (UTC calendar days,
+ * ascending) with each day's summed total, from the same scan of her completed orders.
+ */
+async function _customerOrders(
+  sql: Sql,
+  brandId: string,
+  contactId: string,
+  withDays: boolean,
+): Promise<{ products: _ProductRow[]; days: number[]; totals: number[] }> {
+  if (!withDays) {
+    const rows = await sql<_ProductRow[]>`${
+      _topProducts(
+        sql,
+        brandId,
+        sql`orders o`,
+        sql`o.contact_id = ${contactId} and o.brand_id = ${brandId} and o.state = 'complete'`,
+      )
+    }`;
+    return {
+      products: rows.map((r) => ({ ...r, revenue: money(r.revenue) })),
+      days: [],
+      totals: [],
+    };
+  }
+  // One row per product (at least one: no product gives nulls), her days on each.
+  const rows = await sql<(_ProductRow & { days: number[]; totals: number[] })[]>`
+    with o as materialized (
+      select id, created_at, total, line_items from orders
+      where contact_id = ${contactId} and brand_id = ${brandId} and state = 'complete'
+    ), h as (
+      select coalesce(array_agg(day order by day), '{}') as days,
+             coalesce(array_agg(total order by day), '{}') as totals
+      from (
+        select ((created_at at time zone 'UTC')::date - date '1970-01-01') as day,
+               sum(total)::float8 as total
+        from o group by 1
+      ) d
+    ), top as (${_topProducts(sql, brandId, sql`o`, sql`true`)})
+    select top.*, h.days, h.totals from h left join top on true
+    order by top.revenue::numeric desc, top.product_id`;
+  const products: _ProductRow[] = [];
+  for (const { days: _days, totals: _totals, ...r } of rows) {
+    if (r.product_id !== null) products.push({ ...r, revenue: money(r.revenue) });
+  }
+  return { products, days: rows[0]!.days, totals: rows[0]!.totals };
+}
+
+/**
+ * Spec 2.9: a customer's insights; zeros and nulls (never 404) without completed orders. With
+ * `predictions` (the brand's settings), also `predicted` (null without a ready model or a
+ * completed order) and `churn.probability`: the model is read with her summary row and her order
+ * days with her top products, so they add no statement.
+ */
+export function customerInsights(
+  sql: Sql,
+  brandId: string,
+  contactId: string | null,
+  freshness: Freshness,
+): Promise<CustomerInsights>;
+export function customerInsights(
+  sql: Sql,
+  brandId: string,
+  contactId: string | null,
+  freshness: Freshness,
+  predictions: { clvDiscountRate: number },
+): Promise<PredictedCustomerInsights>;
 export async function customerInsights(
   sql: Sql,
   brandId: string,
   contactId: string | null,
   freshness: Freshness,
-) {
+  predictions?: { clvDiscountRate: number },
+): Promise<CustomerInsights | PredictedCustomerInsights> {
   const snapshot = contactId ? await currentSnapshot(sql, brandId, freshness) : null;
-  const [row] = contactId
-    ? await sql<{
-      order_count: number;
-      spend: string;
-      aov: string;
-      first_order_at: Date;
-      last_order_at: Date;
-      median_gap: number | null;
-      r: number;
-      f: number;
-      m: number;
-      currency_code: string | null;
-    }[]>`
-      select order_count, spend::text as spend, round(spend / order_count, 2)::text as aov,
-             first_order_at, last_order_at, median_gap, r, f, m, currency_code
-      from customer_summaries where brand_id = ${brandId} and contact_id = ${contactId}`
-    : [];
-  if (!row) {
-    return {
-      ltv: "0.00",
-      order_count: 0,
-      aov: "0.00",
-      first_order_at: null,
-      last_order_at: null,
-      currency_code: null,
-      rfm: null,
-      top_products: [],
-      churn: null,
-    };
-  }
+  const { summary, model } = contactId
+    ? await _summaryAndModel(sql, brandId, contactId, predictions !== undefined)
+    : { summary: null, model: null };
+  // Without a summary row but with a model, her orders are still read: a stale snapshot may not
+  // have her latest orders, the predictions always do.
+  const orders = contactId && (summary || model)
+    ? await _customerOrders(sql, brandId, contactId, model !== null)
+    : null;
+  const insights = summary
+    ? _insights(summary, orders!.products, snapshot!, freshness.now)
+    : _emptyInsights();
+  if (!predictions) return insights;
+  const predicted = model && orders
+    ? predictedInsights(
+      model,
+      { customer: contactId!, days: orders.days, totals: orders.totals },
+      freshness.now,
+      predictions.clvDiscountRate,
+    )
+    : null;
+  return withPredictions(insights, predicted);
+}
+
+/** The insights of a customer without completed orders. */
+function _emptyInsights(): CustomerInsights {
+  return {
+    ltv: "0.00",
+    order_count: 0,
+    aov: "0.00",
+    first_order_at: null,
+    last_order_at: null,
+    currency_code: null,
+    rfm: null,
+    top_products: [],
+    churn: null,
+  };
+}
+
+/** The insights of a customer with her summary row. */
+function _insights(
+  row: _SummaryRow,
+  products: _ProductRow[],
+  snapshot: InsightSnapshot,
+  now: Date,
+): CustomerInsights {
   const ltv = money(row.spend);
   return {
     ltv,
@@ -157,12 +312,8 @@ export async function customerInsights(
       order_count: row.order_count,
       ltv,
     },
-    top_products: await _customerTopProducts(sql, brandId, contactId!),
-    churn: _churn(
-      _daysSince(row.last_order_at, freshness.now),
-      row.median_gap,
-      snapshot!.brandMedianGap,
-    ),
+    top_products: products,
+    churn: _churn(_daysSince(row.last_order_at, now), row.median_gap, snapshot.brandMedianGap),
   };
 }
 

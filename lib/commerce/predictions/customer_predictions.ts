@@ -1,16 +1,17 @@
 /**
  * One customer's predictions for her insights (`insights.predicted`), and the brand's model they
- * are computed with, kept in Postgres (`prediction_models`) so that one statement reads the model
- * and her completed order days: the route adds a single indexed read, run beside the insights'
- * own. The arithmetic (P(alive), expected orders, CLV, the expected wait) is model_fit.ts's, at
- * request time, so a new order counts at once under the last fit's parameters.
+ * are computed with, kept in Postgres (`prediction_models`) so that the insights' own statements
+ * read it (with her summary row) and her completed order days (from the scan of her orders that
+ * finds her top products): no statement of its own. The arithmetic (P(alive), expected orders,
+ * CLV, the expected wait) is model_fit.ts's, at request time, so a new order counts at once under
+ * the last fit's parameters.
  *
  * @module
  */
-import { jsonParam, type Sql, type Tx } from "../../store/db.ts";
+import { jsonParam, type Tx } from "../../store/db.ts";
 import type { FittedModel } from "./model_fit.ts";
 import { predictCustomer } from "./model_fit.ts";
-import { epochDay, meanDayTotal, rfmRow } from "./rfm_summary.ts";
+import { type CustomerHistory, epochDay, meanDayTotal, rfmRow } from "./rfm_summary.ts";
 
 /** `insights.predicted` of one customer. */
 export interface PredictedInsights {
@@ -44,41 +45,19 @@ export async function replacePredictionModel(
 }
 
 /**
- * One customer's predictions as of `now` (her completed orders up to today, `T` to today) under
- * the brand's last ready model; null without one or without completed orders.
+ * One customer's predictions as of `now` from her completed order days and their totals (`T` to
+ * today) under the brand's model; null without a completed order.
  */
-export async function customerPredictions(
-  deps: { sql: Sql; settings: { clvDiscountRate: number } },
-  brandId: string,
-  contactId: string | null,
+export function predictedInsights(
+  model: FittedModel,
+  history: CustomerHistory,
   now: Date,
-): Promise<PredictedInsights | null> {
-  if (!contactId) return null;
-  // No model: no row, and her orders are not read.
-  const [found] = await deps.sql<{ model: FittedModel; days: number[]; totals: number[] }[]>`
-    select m.model, coalesce(h.days, '{}') as days, coalesce(h.totals, '{}') as totals
-    from prediction_models m
-    cross join lateral (
-      select array_agg(day order by day) as days, array_agg(total order by day) as totals
-      from (
-        select ((created_at at time zone 'UTC')::date - date '1970-01-01') as day,
-               sum(total)::float8 as total
-        from orders
-        where contact_id = ${contactId} and brand_id = ${brandId} and state = 'complete'
-        group by 1
-      ) d
-    ) h
-    where m.brand_id = ${brandId}`;
-  if (!found || found.days.length === 0) return null;
-  const history = { customer: contactId, days: found.days, totals: found.totals };
+  clvDiscountRate: number,
+): PredictedInsights | null {
+  if (history.days.length === 0) return null;
   // An order dated after today (clock skew) counts as today's.
   const today = Math.max(epochDay(now), history.days.at(-1)!);
-  const p = predictCustomer(
-    found.model,
-    rfmRow(history, today)!,
-    meanDayTotal(history),
-    deps.settings.clvDiscountRate,
-  );
+  const p = predictCustomer(model, rfmRow(history, today)!, meanDayTotal(history), clvDiscountRate);
   return {
     model: p.model,
     p_alive: _round(p.p_alive, 4),

@@ -12,6 +12,11 @@ import {
   rfmTier,
 } from "../../../lib/commerce/insights.ts";
 import { orderImport } from "../../../lib/commerce/orders.ts";
+import {
+  predictedInsights,
+  replacePredictionModel,
+} from "../../../lib/commerce/predictions/customer_predictions.ts";
+import type { FittedModel } from "../../../lib/commerce/predictions/model_fit.ts";
 import type { Sql } from "../../../lib/store/db.ts";
 import { withBrandDatabase } from "../../test_support.ts";
 
@@ -196,9 +201,103 @@ Deno.test("customerInsights: no contact, or no completed order, is zeros and nul
       churn: null,
     };
     const now = at(new Date(D0 + 5 * DAY));
-    assert.deepEqual(await customerInsights(sql, brandId, null, now), empty);
+    // The same bytes (key order included) as a JSON answer.
+    assert.equal(
+      JSON.stringify(await customerInsights(sql, brandId, null, now)),
+      JSON.stringify(empty),
+    );
     const pending = await contactOf(sql, brandId, "p@example.com");
-    assert.deepEqual(await customerInsights(sql, brandId, pending, now), empty);
+    assert.equal(
+      JSON.stringify(await customerInsights(sql, brandId, pending, now)),
+      JSON.stringify(empty),
+    );
+  });
+});
+
+/** CDNOW's published parameters, alpha in days. */
+const MODEL: FittedModel = {
+  selected: "mbgnbd",
+  bgnbd: { r: 0.243, alpha: 4.414 * 7, a: 0.793, b: 2.426 },
+  mbgnbd: { r: 0.525, alpha: 6.183 * 7, a: 0.891, b: 1.614 },
+  gamma_gamma: { p: 6.25, q: 3.74, gamma: 15.44 },
+  time_unit: "day",
+};
+
+Deno.test("customerInsights with predictions: the same insights, plus predicted from her orders", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    // Two orders on day 0 (one order day), three products, then day 10 and day 30.
+    await importOrders(sql, brandId, [
+      {
+        ...order("a@x.com", "10.00", 0),
+        line_items: [{ title: "Mug", quantity: 2, price: "5.00", product_id: "P2" }],
+      },
+      order("a@x.com", "2.50", 0),
+      {
+        ...order("a@x.com", "7.25", 10),
+        line_items: [{ title: "Cap", quantity: 1, price: "7.25", product_id: "P3" }],
+      },
+      order("a@x.com", "30.00", 30),
+      order("a@x.com", "99.00", 31, "cancelled"),
+      order("b@x.com", "50.00", 0),
+    ]);
+    const a = await contactOf(sql, brandId, "a@x.com");
+    const now = new Date(D0 + 40 * DAY);
+    const settings = { clvDiscountRate: 0 };
+
+    // No model: predicted and churn.probability null, the rest as without predictions.
+    const plain = await customerInsights(sql, brandId, a, at(now));
+    assert.deepEqual(plain.top_products.map((p) => [p.product_id, p.revenue, p.quantity]), [
+      ["P1", "32.50", 2],
+      ["P2", "10.00", 2],
+      ["P3", "7.25", 1],
+    ]);
+    const none = await customerInsights(sql, brandId, a, at(now), settings);
+    assert.deepEqual(none, {
+      ...plain,
+      predicted: null,
+      churn: { ...plain.churn!, probability: null },
+    });
+
+    await sql.begin((tx) => replacePredictionModel(tx, brandId, { model: MODEL, fittedAt: now }));
+    const withModel = await customerInsights(sql, brandId, a, at(now), settings);
+    const expected = predictedInsights(
+      MODEL,
+      { customer: a, days: [0, 10, 30].map((d) => D0 / DAY + d), totals: [12.5, 7.25, 30] },
+      now,
+      0,
+    )!;
+    assert.deepEqual(withModel, {
+      ...plain,
+      predicted: expected,
+      churn: { ...plain.churn!, probability: Number((1 - expected.p_alive).toFixed(4)) },
+    });
+    // Apart from the predictions, the same bytes as a JSON answer (key order included).
+    assert.equal(
+      JSON.stringify({ ...withModel, predicted: undefined, churn: plain.churn }),
+      JSON.stringify(plain),
+    );
+    // Without a contact or a completed order: zeros, and no predictions.
+    const empty = await customerInsights(sql, brandId, null, at(now), settings);
+    assert.equal(empty.predicted, null);
+    assert.equal(empty.churn, null);
+  });
+});
+
+Deno.test("customerInsights with predictions: a stale snapshot's missing customer still has her orders' predictions", async () => {
+  await withBrandDatabase(async (sql, brandId) => {
+    await importOrders(sql, brandId, [order("b@x.com", "50.00", 0)]);
+    const now = new Date(D0 + 5 * DAY);
+    await sql.begin((tx) => replacePredictionModel(tx, brandId, { model: MODEL, fittedAt: now }));
+    await brandLtv(sql, brandId, at(now));
+    await importOrders(sql, brandId, [order("new@x.com", "20.00", 4)]);
+    const id = await contactOf(sql, brandId, "new@x.com");
+    const stale = { now, maxStalenessSeconds: 3600, background: () => {} };
+    const insights = await customerInsights(sql, brandId, id, stale, { clvDiscountRate: 0 });
+    assert.equal(insights.order_count, 0);
+    assert.deepEqual(
+      insights.predicted,
+      predictedInsights(MODEL, { customer: id, days: [D0 / DAY + 4], totals: [20] }, now, 0),
+    );
   });
 });
 

@@ -4,8 +4,9 @@ import {
   loadHistories,
   readBrandPredictions,
 } from "../../../../lib/commerce/predictions/brand_predictions.ts";
+import { customerInsights } from "../../../../lib/commerce/insights.ts";
 import {
-  customerPredictions,
+  predictedInsights,
   withPredictions,
 } from "../../../../lib/commerce/predictions/customer_predictions.ts";
 import {
@@ -42,6 +43,19 @@ function modelsAnswer(model: FittedModel, history: CustomerHistory, now: Date, r
   };
 }
 
+/** Her predictions as the insights route serves them (`insights.predicted`). */
+async function served(
+  sql: Sql,
+  brandId: string,
+  contactId: string | null,
+  now: Date,
+  clvDiscountRate = 0,
+) {
+  const freshness = { now, maxStalenessSeconds: 0 };
+  return (await customerInsights(sql, brandId, contactId, freshness, { clvDiscountRate }))
+    .predicted;
+}
+
 async function contactOf(sql: Sql, brandId: string, email: string): Promise<string> {
   const [row] = await sql<{ id: string }[]>`
     select id from contacts where brand_id = ${brandId} and email = ${email}`;
@@ -59,7 +73,7 @@ async function assertServedAreTheModels(
   const histories = await loadHistories(deps.sql, brandId);
   for (const history of histories) {
     assert.deepEqual(
-      await customerPredictions({ sql: deps.sql, settings }, brandId, history.customer, now),
+      await served(deps.sql, brandId, history.customer, now),
       modelsAnswer(stored!.model!, history, now),
       history.customer,
     );
@@ -67,17 +81,35 @@ async function assertServedAreTheModels(
   return histories.length;
 }
 
+Deno.test("predictedInsights: the model's answer as of the day, an order dated after it as today's", () => {
+  const model: FittedModel = {
+    selected: "bgnbd",
+    bgnbd: { r: 0.243, alpha: 4.414 * 7, a: 0.793, b: 2.426 },
+    mbgnbd: { r: 0.525, alpha: 6.183 * 7, a: 0.891, b: 1.614 },
+    gamma_gamma: { p: 6.25, q: 3.74, gamma: 15.44 },
+    time_unit: "day",
+  };
+  const today = epochDay(NOW);
+  const history = { customer: "c", days: [today - 40, today - 12], totals: [20, 35.5] };
+  assert.deepEqual(predictedInsights(model, history, NOW, 0), modelsAnswer(model, history, NOW));
+  assert.equal(predictedInsights(model, { customer: "c", days: [], totals: [] }, NOW, 0), null);
+  const skewed = { customer: "c", days: [today - 40, today + 1], totals: [20, 35.5] };
+  const answer = predictedInsights(model, skewed, NOW, 0)!;
+  assert.deepEqual(answer, modelsAnswer(model, skewed, NOW));
+  assert.equal(answer.model, "bgnbd");
+});
+
 Deno.test("customer predictions: none without a ready model, a contact or a completed order", async () => {
   await withBrandDatabase(async (sql, brandId) => {
     await withKv(async (kv) => {
       await loadOrders(sql, brandId, syntheticOrders(10, 400, NOW));
       const c0 = await contactOf(sql, brandId, "c0@example.com");
       // Before any fit, then after one short of the rules.
-      assert.equal(await customerPredictions({ sql, settings }, brandId, c0, NOW), null);
+      assert.equal(await served(sql, brandId, c0, NOW), null);
       const short = await fitBrandPredictions({ sql, kv, now: () => NOW, settings }, brandId);
       assert.equal(short.status, "insufficient_data");
-      assert.equal(await customerPredictions({ sql, settings }, brandId, c0, NOW), null);
-      assert.equal(await customerPredictions({ sql, settings }, brandId, null, NOW), null);
+      assert.equal(await served(sql, brandId, c0, NOW), null);
+      assert.equal(await served(sql, brandId, null, NOW), null);
 
       await loadOrders(sql, brandId, [
         ...syntheticOrders(120, 500, NOW),
@@ -87,9 +119,9 @@ Deno.test("customer predictions: none without a ready model, a contact or a comp
         (await fitBrandPredictions({ sql, kv, now: () => NOW, settings }, brandId)).status,
         "ready",
       );
-      assert.notEqual(await customerPredictions({ sql, settings }, brandId, c0, NOW), null);
+      assert.notEqual(await served(sql, brandId, c0, NOW), null);
       const cancelled = await contactOf(sql, brandId, "cancelled@example.com");
-      assert.equal(await customerPredictions({ sql, settings }, brandId, cancelled, NOW), null);
+      assert.equal(await served(sql, brandId, cancelled, NOW), null);
     });
   });
 });
@@ -100,18 +132,13 @@ Deno.test("customer predictions: P(alive), expected orders, CLV (discounted) and
       await loadOrders(sql, brandId, syntheticOrders(120, 500, NOW));
       await fitBrandPredictions({ sql, kv, now: () => NOW, settings }, brandId);
       const id = await contactOf(sql, brandId, "c3@example.com");
-      const predicted = (await customerPredictions({ sql, settings }, brandId, id, NOW))!;
+      const predicted = (await served(sql, brandId, id, NOW))!;
       assert.ok(predicted.p_alive > 0 && predicted.p_alive <= 1);
       assert.ok(predicted.expected_orders_365d >= predicted.expected_orders_90d);
       assert.match(predicted.predicted_clv_365d, /^\d+\.\d{2}$/);
       if (predicted.p_alive >= 0.5) assert.ok(Date.parse(predicted.expected_next_order_at!) > +NOW);
       else assert.equal(predicted.expected_next_order_at, null);
-      const discounted = (await customerPredictions(
-        { sql, settings: { ...settings, clvDiscountRate: 0.21 } },
-        brandId,
-        id,
-        NOW,
-      ))!;
+      const discounted = (await served(sql, brandId, id, NOW, 0.21))!;
       const ratio = Number(discounted.predicted_clv_365d) / Number(predicted.predicted_clv_365d);
       assert.ok(Math.abs(ratio - 1 / 1.1) < 0.01, String(ratio));
       const churn = { at_risk: false };
@@ -137,13 +164,13 @@ Deno.test("served predictions are the refit model's, on any later day; a new ord
 
       // A new order before the next refit: the last fit's parameters, her orders as they are now.
       const id = await contactOf(sql, brandId, "c3@example.com");
-      const before = (await customerPredictions({ sql, settings }, brandId, id, later))!;
+      const before = (await served(sql, brandId, id, later))!;
       const [history] = (await loadHistories(sql, brandId)).filter((h) => h.customer === id);
       assert.ok(history!.days.at(-1)! < epochDay(later));
       await loadOrders(sql, brandId, [
         order("new-1", "c3@example.com", later.toISOString(), "64.00"),
       ]);
-      const after = (await customerPredictions({ sql, settings }, brandId, id, later))!;
+      const after = (await served(sql, brandId, id, later))!;
       assert.notDeepEqual(after, before);
       const withOrder = {
         customer: id,
@@ -162,7 +189,7 @@ Deno.test("served predictions are the refit model's, on any later day; a new ord
       // A refit short of the rules takes them away.
       const strict = { ...settings, minCustomers: 100_000 };
       await fitBrandPredictions({ sql, kv, now: () => later, settings: strict }, brandId);
-      assert.equal(await customerPredictions({ sql, settings }, brandId, id, later), null);
+      assert.equal(await served(sql, brandId, id, later), null);
     });
   });
 });
