@@ -22,6 +22,7 @@ import {
 } from "../lib/ingest/shopify_pixel_spec.ts";
 import { queueStitch, recordPixelClaims } from "../lib/shopify/pixel_claims.ts";
 import { DomainError } from "../lib/errors.ts";
+import type { PixelShopCache } from "../lib/tenancy/brands.ts";
 import { newRouter, noSecurity } from "../lib/http/openapi.ts";
 import {
   acceptPixelEvents,
@@ -118,15 +119,18 @@ const shopifyPixelRoute = createRoute({
 });
 
 /** The Shopify standard-events door. */
-export function shopifyPixelRoutes(deps: AppDeps) {
+export function shopifyPixelRoutes(deps: AppDeps, options: { pixelShops: PixelShopCache }) {
   const router = newRouter();
   router.use(SHOPIFY_PIXEL_PATH, pixelBody(deps));
-  router.openapi(shopifyPixelRoute, (c) => _ingest(c, deps, c.req.valid("query").shop));
+  router.openapi(
+    shopifyPixelRoute,
+    (c) => _ingest(c, deps, options.pixelShops, c.req.valid("query").shop),
+  );
   return router;
 }
 
-async function _ingest(c: Context, deps: AppDeps, shopParam: string) {
-  const door = await openPixelDoor(c, deps, shopParam);
+async function _ingest(c: Context, deps: AppDeps, pixelShops: PixelShopCache, shopParam: string) {
+  const door = await openPixelDoor(c, deps, pixelShops, shopParam);
   const { shop, pixelShop } = door;
   const body = parseJsonBody(c.get("body")).value as { events?: unknown } | null;
   const events = typeof body === "object" && body !== null && !Array.isArray(body)

@@ -5,6 +5,7 @@ import { monotonicFactory } from "ulid";
 import { createIngestQueue } from "../../lib/runtime/runtime.ts";
 import { loadConfig } from "../../lib/config.ts";
 import { PIXEL_NOT_ANONYMOUS } from "../../lib/engine/apply_events.ts";
+import { setBrand } from "../../lib/tenancy/brands.ts";
 import { eventually, type TestContext, withContext } from "../test_support.ts";
 import {
   type Brand,
@@ -139,6 +140,35 @@ Deno.test("shopify pixel: the proxy's rules: Origin, unknown shops answered alik
       path: "$.events[3].profileId",
       message: PIXEL_NOT_ANONYMOUS,
     });
+  });
+});
+
+Deno.test("shopify pixel: shops are cached (unknown ones too); the writers' changes apply at once, SQL by hand within 30 s", async () => {
+  await withContext(async (ctx) => {
+    const shop = `later-${Deno.pid}.myshopify.com`;
+    // The backlog counts events: `batches` of the visit's 13 queued in all.
+    const queued = async (batches: number) => {
+      const res = await send(ctx, shop, visit());
+      assert.equal(res.status, 202);
+      assert.equal((await res.json()).accepted, 13);
+      assert.equal(await ctx.queue.backlog(), 13 * batches);
+    };
+    // Unknown (and cached as unknown): answered, its events dropped.
+    await queued(0);
+    await queued(0);
+    // Connected through the writers (as `brand create --shop`): the next request is the shop's.
+    const brand = await ctx.seedBrand({ shop });
+    await queued(1);
+    // Disconnected through them: dropped from the next request on.
+    await setBrand(ctx.deps, { brandId: brand.brandId, integration: "disconnected" });
+    await queued(1);
+    await setBrand(ctx.deps, { brandId: brand.brandId, integration: "connected" });
+    await queued(2);
+    // Behind the writers' back (SQL by hand) the cached shop holds until its 30 s are up.
+    await ctx.sql`update integrations set status = 'disconnected' where shop_domain = ${shop}`;
+    await queued(3);
+    ctx.clock.advance(30_000);
+    await queued(3);
   });
 });
 
