@@ -26,7 +26,6 @@ import type { PixelShopCache } from "../lib/tenancy/brands.ts";
 import { newRouter, noSecurity } from "../lib/http/openapi.ts";
 import {
   acceptPixelEvents,
-  keepAnonymous,
   MAX_PIXEL_BATCH,
   openPixelDoor,
   PIXEL_DOOR_RESPONSES,
@@ -61,7 +60,9 @@ const shopifyPixelRoute = createRoute({
   description: "For the storefront's Shopify web pixel (app extension or custom pixel). The " +
     "rules of `POST /cdp/ingest`: the Origin must be one of the shop's; an unknown shop gets the " +
     `same answer as a connected one; at most ${MAX_PIXEL_BATCH} events and 64 KB; a per-client ` +
-    "rate limit; only anonymous (pixel) profiles are written. Any Content-Type (the sandbox's " +
+    "rate limit; only anonymous (pixel) profiles are written (an event naming an identified " +
+    "profile is accepted here, then refused where events are applied and dead-lettered with its " +
+    "reason). Any Content-Type (the sandbox's " +
     "`sendBeacon` sends text/plain). Each event is one of Shopify's standard event objects " +
     "(`id`, `name`, `timestamp`, `clientId`, `context`, `data`): the profile is `clientId`, the " +
     "event id Shopify's `id` (an event sent twice is stored once), the time `timestamp` (clamped " +
@@ -161,9 +162,16 @@ async function _ingest(c: Context, deps: AppDeps, pixelShops: PixelShopCache, sh
     built.push({ index, event: { id, ...mapped.event } });
     if (mapped.claim) claims.set(id, mapped.claim);
   }
-  const validated = validateBuiltEvents(built, deps.engine.checkEvent, "events");
-  validated.rejected.push(...rejected);
-  const { accepted, rejected: refused } = await keepAnonymous(deps, shop, pixelShop, validated);
+  const { accepted, rejected: invalid } = validateBuiltEvents(
+    built,
+    deps.engine.checkEvent,
+    "events",
+  );
+  const refused = [...rejected, ...invalid].sort((a, b) => a.index - b.index);
+  // Whether a profile is identified is decided where the events are applied, under the profiles'
+  // locks (apply_events.ts): an event naming one stores nothing and is dead-lettered with its
+  // reason. The pixel never reads this answer, and a connected shop's request now costs what an
+  // unknown shop's does.
   await acceptPixelEvents(deps, door, accepted);
   if (pixelShop) {
     const made = accepted.flatMap((a) => claims.get(a.event.id) ?? []);
