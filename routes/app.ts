@@ -33,7 +33,7 @@ import { bodyLimit } from "../lib/http/body_limit.ts";
 import { ingestAdmission } from "../lib/http/ingest_admission.ts";
 import { createBrandConcurrency } from "../lib/http/brand_concurrency.ts";
 import { onError, onNotFound } from "../lib/http/errors.ts";
-import { createBrandCache } from "../lib/tenancy/brands.ts";
+import { createBrandCache, createPixelShopCache } from "../lib/tenancy/brands.ts";
 import { createGroupCommit } from "../lib/store/kv_group_commit.ts";
 import { routeGuard } from "../lib/http/route_guard.ts";
 import { routeSpan } from "../lib/http/route_span.ts";
@@ -48,6 +48,8 @@ import { ulidSource } from "../lib/ids.ts";
 const _NOT_API_KEY_ROUTES = [...PIXEL_DOOR_PATHS, "/cdp/keys", "/cdp/keys/*"];
 // A brand changed by SQL by hand (not through the service or the CLI) is seen within this.
 const _BRAND_CACHE_TTL_MS = 60_000;
+// A shop's storefront origins changed by SQL by hand are seen by the pixel doors within this.
+const _PIXEL_SHOP_CACHE_TTL_MS = 30_000;
 
 /**
  * Builds the HTTP app over the given stores, clock and config; the operator API runs
@@ -188,8 +190,10 @@ export function createApp(
   );
 
   app.route("/", eventRoutes(deps));
-  app.route("/", ingestRoutes(deps));
-  app.route("/", shopifyPixelRoutes(deps));
+  // One cache of shops (connected or not) for both storefront doors.
+  const pixelShops = createPixelShopCache({ ttlMs: _PIXEL_SHOP_CACHE_TTL_MS, now: deps.now });
+  app.route("/", ingestRoutes(deps, { pixelShops }));
+  app.route("/", shopifyPixelRoutes(deps, { pixelShops }));
   app.route("/", segmentApiRoutes(deps));
   app.route("/", keyRoutes(deps));
   app.route("/", profileRoutes(deps));

@@ -9,7 +9,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { z as zod } from "zod";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import type { Context } from "hono";
-import { findPixelShop, parseShopDomain, type PixelShop } from "../lib/tenancy/brands.ts";
+import { parseShopDomain, type PixelShop, type PixelShopCache } from "../lib/tenancy/brands.ts";
+import { shopVersionKey } from "../lib/store/kv_keys.ts";
 import type { IngestEvent } from "../lib/engine/engine.ts";
 import { PIXEL_NOT_ANONYMOUS } from "../lib/engine/apply_events.ts";
 import { identifiedProfileIds } from "../lib/engine/profiles.ts";
@@ -27,7 +28,7 @@ import {
 import { jsonPath } from "../lib/ingest/storable.ts";
 import { acceptEvents } from "../lib/ingest/accept.ts";
 import { errorResponses, newRouter, noSecurity } from "../lib/http/openapi.ts";
-import { admitBySum, type RateLimitPolicy } from "../lib/http/rate_limit.ts";
+import { admitBySum, rateCounterWindow, type RateLimitPolicy } from "../lib/http/rate_limit.ts";
 
 /** Limits of the browser proxy: tighter than server-side ingest. */
 export const MAX_PIXEL_BODY_BYTES = 64 * 1024;
@@ -100,11 +101,11 @@ export const SHOPIFY_PIXEL_PATH = "/cdp/ingest/shopify";
 export const PIXEL_DOOR_PATHS = ["/cdp/ingest", SHOPIFY_PIXEL_PATH] as const;
 
 /** The credential-free storefront pixel proxy. */
-export function ingestRoutes(deps: AppDeps) {
+export function ingestRoutes(deps: AppDeps, options: { pixelShops: PixelShopCache }) {
   const router = newRouter();
   router.use("/cdp/ingest", pixelBody(deps));
   router.openapi(pixelIngest, async (c) => {
-    const door = await openPixelDoor(c, deps, c.req.valid("query").shop);
+    const door = await openPixelDoor(c, deps, options.pixelShops, c.req.valid("query").shop);
     const { shop, pixelShop } = door;
     const validated = validateBatch(parseJsonBody(c.get("body")), {
       maxEvents: MAX_PIXEL_BATCH,
@@ -140,18 +141,14 @@ export interface PixelDoor {
 export async function openPixelDoor(
   c: Context,
   deps: AppDeps,
+  pixelShops: PixelShopCache,
   shopParam: string,
 ): Promise<PixelDoor> {
   const shop = parseShopDomain(shopParam);
   const origin = c.req.header("origin");
-  const pixelShop = shop ? await findPixelShop(deps.sql, shop) : null;
-  const origins = pixelShop?.origins ?? (shop ? [`https://${shop}`] : []);
-  if (!shop || !origin || !origins.includes(origin)) {
+  if (!shop || !origin) {
     throw new HttpError(403, "forbidden", "this origin may not send events for that shop");
   }
-  c.header("Access-Control-Allow-Origin", origin);
-  c.header("Vary", "Origin");
-
   const client = clientAddress(c, deps.config.trustProxy);
   // Counted with a commutative sum, never retried: many visitors behind one address (a shop's
   // busy hour, a carrier's NAT) would otherwise contend on one counter.
@@ -161,7 +158,22 @@ export async function openPixelDoor(
     windowMs: 60_000,
     counting: "sum",
   };
-  const limited = await admitBySum(deps.kv, policy, `${shop}|${client}`, deps.now());
+  const subject = `${shop}|${client}`;
+  const now = deps.now();
+  // One KV read for both: the client's count and the shop's version (which the cache checks).
+  const [counter, version] = await deps.kv.getMany([
+    rateCounterWindow(policy, subject, now).key,
+    shopVersionKey(shop),
+  ]);
+  const pixelShop = await pixelShops.get(deps.sql, shop, version!.versionstamp);
+  const origins = pixelShop?.origins ?? [`https://${shop}`];
+  if (!origins.includes(origin)) {
+    throw new HttpError(403, "forbidden", "this origin may not send events for that shop");
+  }
+  c.header("Access-Control-Allow-Origin", origin);
+  c.header("Vary", "Origin");
+
+  const limited = await admitBySum(deps.kv, policy, subject, now, counter);
   if (!limited.allowed) {
     throw new HttpError(429, "rate_limited", "too many events from this client; slow down", {
       headers: { "Retry-After": String(limited.retryAfterSeconds) },

@@ -22,10 +22,10 @@ import {
 } from "../lib/ingest/shopify_pixel_spec.ts";
 import { queueStitch, recordPixelClaims } from "../lib/shopify/pixel_claims.ts";
 import { DomainError } from "../lib/errors.ts";
+import type { PixelShopCache } from "../lib/tenancy/brands.ts";
 import { newRouter, noSecurity } from "../lib/http/openapi.ts";
 import {
   acceptPixelEvents,
-  keepAnonymous,
   MAX_PIXEL_BATCH,
   openPixelDoor,
   PIXEL_DOOR_RESPONSES,
@@ -60,7 +60,9 @@ const shopifyPixelRoute = createRoute({
   description: "For the storefront's Shopify web pixel (app extension or custom pixel). The " +
     "rules of `POST /cdp/ingest`: the Origin must be one of the shop's; an unknown shop gets the " +
     `same answer as a connected one; at most ${MAX_PIXEL_BATCH} events and 64 KB; a per-client ` +
-    "rate limit; only anonymous (pixel) profiles are written. Any Content-Type (the sandbox's " +
+    "rate limit; only anonymous (pixel) profiles are written (an event naming an identified " +
+    "profile is accepted here, then refused where events are applied and dead-lettered with its " +
+    "reason). Any Content-Type (the sandbox's " +
     "`sendBeacon` sends text/plain). Each event is one of Shopify's standard event objects " +
     "(`id`, `name`, `timestamp`, `clientId`, `context`, `data`): the profile is `clientId`, the " +
     "event id Shopify's `id` (an event sent twice is stored once), the time `timestamp` (clamped " +
@@ -118,15 +120,18 @@ const shopifyPixelRoute = createRoute({
 });
 
 /** The Shopify standard-events door. */
-export function shopifyPixelRoutes(deps: AppDeps) {
+export function shopifyPixelRoutes(deps: AppDeps, options: { pixelShops: PixelShopCache }) {
   const router = newRouter();
   router.use(SHOPIFY_PIXEL_PATH, pixelBody(deps));
-  router.openapi(shopifyPixelRoute, (c) => _ingest(c, deps, c.req.valid("query").shop));
+  router.openapi(
+    shopifyPixelRoute,
+    (c) => _ingest(c, deps, options.pixelShops, c.req.valid("query").shop),
+  );
   return router;
 }
 
-async function _ingest(c: Context, deps: AppDeps, shopParam: string) {
-  const door = await openPixelDoor(c, deps, shopParam);
+async function _ingest(c: Context, deps: AppDeps, pixelShops: PixelShopCache, shopParam: string) {
+  const door = await openPixelDoor(c, deps, pixelShops, shopParam);
   const { shop, pixelShop } = door;
   const body = parseJsonBody(c.get("body")).value as { events?: unknown } | null;
   const events = typeof body === "object" && body !== null && !Array.isArray(body)
@@ -157,9 +162,16 @@ async function _ingest(c: Context, deps: AppDeps, shopParam: string) {
     built.push({ index, event: { id, ...mapped.event } });
     if (mapped.claim) claims.set(id, mapped.claim);
   }
-  const validated = validateBuiltEvents(built, deps.engine.checkEvent, "events");
-  validated.rejected.push(...rejected);
-  const { accepted, rejected: refused } = await keepAnonymous(deps, shop, pixelShop, validated);
+  const { accepted, rejected: invalid } = validateBuiltEvents(
+    built,
+    deps.engine.checkEvent,
+    "events",
+  );
+  const refused = [...rejected, ...invalid].sort((a, b) => a.index - b.index);
+  // Whether a profile is identified is decided where the events are applied, under the profiles'
+  // locks (apply_events.ts): an event naming one stores nothing and is dead-lettered with its
+  // reason. The pixel never reads this answer, and a connected shop's request now costs what an
+  // unknown shop's does.
   await acceptPixelEvents(deps, door, accepted);
   if (pixelShop) {
     const made = accepted.flatMap((a) => claims.get(a.event.id) ?? []);

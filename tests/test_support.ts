@@ -216,7 +216,7 @@ export async function createTestContext(
       const shop = options.shop === undefined
         ? `shop-${Deno.pid}-${++_shopCounter}.myshopify.com`
         : options.shop;
-      const brand = await createBrand({ sql: database.sql, newId, now: clock.now, cipher }, {
+      const brand = await createBrand({ sql: database.sql, kv, newId, now: clock.now, cipher }, {
         name: options.name ?? "Test brand",
         ...(shop === null ? {} : { shop }),
         ...(options.accessToken === undefined ? {} : { accessToken: options.accessToken }),

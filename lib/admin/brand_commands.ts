@@ -45,7 +45,13 @@ export const brandCommands: Commands = {
     },
     async run(stores, input, config) {
       const cipher = await openTokenCipher(stores.kv, config.tokenEncryptionKey);
-      const deps = { sql: stores.sql, newId: monotonicFactory(), now: () => new Date(), cipher };
+      const deps = {
+        sql: stores.sql,
+        kv: stores.kv,
+        newId: monotonicFactory(),
+        now: () => new Date(),
+        cipher,
+      };
       return await createBrand(deps, input);
     },
   }),

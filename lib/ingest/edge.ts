@@ -212,12 +212,16 @@ export function validateBuiltEvents(
   const accepted: AcceptedEvent[] = [];
   const rejected: Rejection[] = [];
   for (const { index, event } of events) {
-    const unstorable = unstorableValues(event, [container, index]);
+    const json = JSON.stringify(event);
+    // JSON.stringify writes a NUL or an unpaired surrogate, in a value or a key, as a `\u`
+    // escape: without one the walk has nothing to find (built events hold no parseJsonExact
+    // numbers, the walk's other finding).
+    const unstorable = json.includes("\\u") ? unstorableValues(event, [container, index]) : [];
     if (unstorable.length > 0) {
       rejected.push({ index, errors: unstorable });
       continue;
     }
-    const sized = _sized(event);
+    const sized = _sized(event, json);
     if (sized === undefined) {
       rejected.push({
         index,
@@ -240,8 +244,10 @@ export function validateBuiltEvents(
 }
 
 /** An event's stored-size bound and JSON length; undefined when it is over a limit. */
-function _sized(data: unknown): { stored: number; length: number } | undefined {
-  const json = JSON.stringify(data);
+function _sized(
+  data: unknown,
+  json = JSON.stringify(data),
+): { stored: number; length: number } | undefined {
   const stored = storedSizeBound(data, json);
   return _utf8Length(json) > MAX_EVENT_BYTES || stored > MAX_STORED_EVENT_BYTES
     ? undefined

@@ -292,5 +292,10 @@ function _array(value: unknown): unknown[] | undefined {
 
 // Leaves out the members without a value, so that stored properties hold only what was sent.
 function _defined<T extends Record<string, unknown>>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+  // A plain loop: entries, filter and fromEntries allocate an array per member, for every event.
+  const kept: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    if (value[key] !== undefined) kept[key] = value[key];
+  }
+  return kept as T;
 }

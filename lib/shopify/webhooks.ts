@@ -20,7 +20,7 @@
  * @module
  */
 import type { Sql, Tx } from "../store/db.ts";
-import { bumpBrandVersion, closeScopeWrites } from "../tenancy/brands.ts";
+import { bumpBrandVersion, bumpShopVersion, closeScopeWrites } from "../tenancy/brands.ts";
 import { DomainError } from "../errors.ts";
 import { webhookClaimKey } from "../store/kv_keys.ts";
 import { log, type LogLevel } from "../log.ts";
@@ -198,6 +198,7 @@ export async function applyWebhook(
   });
   if (result.outcome === "applied" && _DISCONNECTING_TOPICS.has(delivery.topic)) {
     await bumpBrandVersion(deps.kv, integration.brand_id);
+    await bumpShopVersion(deps.kv, delivery.shop);
   }
   if (result.privacy_request_id && deps.privacy.queue) {
     await queueRequest({ queue: deps.privacy.queue }, {

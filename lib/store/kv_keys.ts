@@ -61,6 +61,14 @@ export function brandVersionKey(brandId: string): Deno.KvKey {
   return ["brands", "version", brandId];
 }
 
+/**
+ * Bumped after every change to a shop's storefront integration (created, connected,
+ * disconnected, erased): the pixel doors' cache of shops (routes/app.ts) is valid for one version.
+ */
+export function shopVersionKey(shop: string): Deno.KvKey {
+  return ["shops", "version", shop];
+}
+
 /** One metered request. */
 export function usageRecordKey(brandId: string, day: string, requestId: string): Deno.KvKey {
   return ["usage", "requests", brandId, day, requestId];

@@ -8,7 +8,7 @@
  */
 import type { Sql, Tx } from "../store/db.ts";
 import { DomainError } from "../errors.ts";
-import { brandVersionKey } from "../store/kv_keys.ts";
+import { brandVersionKey, shopVersionKey } from "../store/kv_keys.ts";
 import type { TokenCipher } from "./token_cipher.ts";
 
 /** The permission that opens commerce, customer and insight routes. */
@@ -104,6 +104,14 @@ export async function bumpBrandVersion(kv: Deno.Kv, brandId: string): Promise<vo
   await kv.set(brandVersionKey(brandId), Date.now());
 }
 
+/**
+ * Marks a shop's storefront integration changed, after the change committed: every process's
+ * cached pixel shop of it ({@linkcode createPixelShopCache}) is dropped on its next request.
+ */
+export async function bumpShopVersion(kv: Deno.Kv, shop: string): Promise<void> {
+  await kv.set(shopVersionKey(shop), Date.now());
+}
+
 /** An in-process cache of brand contexts, each valid for one version of the brand. */
 export interface BrandCache {
   /**
@@ -146,6 +154,8 @@ export interface BrandDeps {
   newId: () => string;
   now: () => Date;
   cipher: TokenCipher;
+  /** Where a new shop's version is bumped (the pixel doors' cache); without it, seen within its TTL. */
+  kv?: Deno.Kv;
 }
 
 /** Creates a brand, optionally connecting its shop and granting the commerce beta. */
@@ -192,6 +202,7 @@ export async function createBrand(
                values (${id}, ${BETA_COMMERCE}, ${now})`;
     }
   });
+  if (shop && deps.kv) await bumpShopVersion(deps.kv, shop);
   return { id, name, shop };
 }
 
@@ -201,6 +212,7 @@ export async function setBrand(
   input: { brandId: string; beta?: boolean; integration?: "connected" | "disconnected" },
 ): Promise<BrandView> {
   const now = deps.now();
+  const shops: string[] = [];
   await deps.sql.begin(async (tx) => {
     const [brand] = await tx`select id from brands where id = ${input.brandId} for update`;
     if (!brand) throw new DomainError("not_found", `no brand ${input.brandId}`);
@@ -222,7 +234,9 @@ export async function setBrand(
             redacted_at = case when ${input.integration} = 'connected' then null
                                else redacted_at end,
             updated_at = ${now}
-        where brand_id = ${input.brandId} and provider = 'shopify'`;
+        where brand_id = ${input.brandId} and provider = 'shopify'
+        returning shop_domain`;
+      shops.push(...updated.map((row) => row.shop_domain as string));
       if (updated.count === 0) {
         throw new DomainError(
           "invalid_input",
@@ -233,6 +247,7 @@ export async function setBrand(
     await tx`update brands set updated_at = ${now} where id = ${input.brandId}`;
   });
   await bumpBrandVersion(deps.kv, input.brandId);
+  for (const shop of shops) await bumpShopVersion(deps.kv, shop);
   const context = await findBrandContext(deps.sql, input.brandId);
   if (!context) throw new DomainError("not_found", `no brand ${input.brandId}`);
   return {
@@ -296,6 +311,54 @@ export async function findPixelShop(sql: Sql, shop: string): Promise<PixelShop |
     brandId: row.brand_id,
     scope: row.shop_domain,
     origins: [`https://${row.shop_domain}`, ...row.storefront_origins],
+  };
+}
+
+/** An in-process cache of the pixel doors' shop lookups, unknown shops included. */
+export interface PixelShopCache {
+  /**
+   * The shop's {@linkcode findPixelShop}: cached (null too) when `version` (the versionstamp of
+   * its {@linkcode shopVersionKey}, null when never bumped) is the one it was loaded under and it
+   * is younger than the TTL.
+   */
+  get(sql: Sql, shop: string, version: string | null): Promise<PixelShop | null>;
+}
+
+/**
+ * A pixel-shop cache for one app. Writers bump the shop's version in KV after they commit, so a
+ * shop connected, disconnected or erased through the service or the CLI is seen on the next
+ * request; the TTL bounds how long a change that bypasses them (storefront origins set by SQL)
+ * can go unseen. Unknown shops are cached as well (a storefront that is not connected still costs
+ * no query per request); past `max` entries the least recently used goes.
+ */
+export function createPixelShopCache(
+  options: { ttlMs: number; now: () => Date; max?: number },
+): PixelShopCache {
+  const entries = new Map<
+    string,
+    { version: string | null; at: number; shop: Promise<PixelShop | null> }
+  >();
+  const max = options.max ?? 10_000;
+  return {
+    get(sql, shop, version) {
+      const now = options.now().getTime();
+      const hit = entries.get(shop);
+      if (hit && hit.version === version && now - hit.at < options.ttlMs) {
+        // Re-inserted: a Map iterates oldest first, so its first key is the least recently used.
+        entries.delete(shop);
+        entries.set(shop, hit);
+        return hit.shop;
+      }
+      // The lookup's promise is the entry: concurrent requests for a shop not cached share one.
+      const entry = { version, at: now, shop: findPixelShop(sql, shop) };
+      entries.delete(shop);
+      if (entries.size >= max) entries.delete(entries.keys().next().value!);
+      entries.set(shop, entry);
+      entry.shop.catch(() => {
+        if (entries.get(shop) === entry) entries.delete(shop);
+      });
+      return entry.shop;
+    },
   };
 }
 

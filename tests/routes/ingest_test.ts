@@ -167,6 +167,9 @@ Deno.test("pixel proxy: a storefront's custom domain is allowed once listed", as
     await ctx.sql`
       update integrations set storefront_origins = array['https://shop.acme.example']
       where shop_domain = ${brand.scope}`;
+    // Set by SQL by hand, the shop's origins are seen once the doors' cache has expired (30 s).
+    assert.equal((await pixel(ctx, brand.scope!, { events: [viewed("a")] }, custom)).status, 403);
+    ctx.clock.advance(30_000);
     const res = await pixel(ctx, brand.scope!, { events: [viewed("a")] }, custom);
     assert.equal(res.status, 202);
     assert.equal(res.headers.get("access-control-allow-origin"), "https://shop.acme.example");

@@ -5,6 +5,8 @@ import { monotonicFactory } from "ulid";
 import { createIngestQueue } from "../../lib/runtime/runtime.ts";
 import { loadConfig } from "../../lib/config.ts";
 import { PIXEL_NOT_ANONYMOUS } from "../../lib/engine/apply_events.ts";
+import { setBrand } from "../../lib/tenancy/brands.ts";
+import { listDeadLetters } from "../../lib/ingest/queue.ts";
 import { eventually, type TestContext, withContext } from "../test_support.ts";
 import {
   type Brand,
@@ -118,27 +120,96 @@ Deno.test("shopify pixel: the proxy's rules: Origin, unknown shops answered alik
     // Over 64 KB: 413.
     const big = await send(ctx, shop, [{ ...visit()[0]!, data: { pad: "x".repeat(70_000) } }]);
     assert.equal(big.status, 413);
-    // Unknown, malformed and identified events are refused one by one; the others go.
-    await ctx.sql`
-      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
-      values (${shop}, 'known', '{}'::jsonb, 'server', now(), now())`;
+    // Unknown and malformed events are refused one by one; the others go.
     const mixed = await send(ctx, shop, [
       visit()[0],
       { ...visit()[0], id: "x1", name: "alert_displayed" },
       { ...visit()[0], id: "x2", clientId: "store_1" },
-      { ...visit()[0], id: "x3", clientId: "known" },
       { ...visit()[2], id: "x4", data: { productVariant: { price: { amount: "NaN" } } } },
     ]);
     assert.equal(mixed.status, 202);
     const answer = await mixed.json();
     assert.equal(answer.accepted, 2);
-    assert.deepEqual(answer.rejected.map((r: { index: number }) => r.index), [1, 2, 3]);
+    assert.deepEqual(answer.rejected.map((r: { index: number }) => r.index), [1, 2]);
     assert.equal(answer.rejected[0].errors[0].path, "$.events[1].name");
     assert.equal(answer.rejected[1].errors[0].path, "$.events[2].clientId");
-    assert.deepEqual(answer.rejected[2].errors[0], {
-      path: "$.events[3].profileId",
-      message: PIXEL_NOT_ANONYMOUS,
-    });
+  });
+});
+
+Deno.test("shopify pixel: an event naming an identified profile writes nothing; it is dead-lettered with its reason", async () => {
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const shop = brand.scope!;
+    // A server profile, a merged one, and an id a merge absorbed.
+    await ctx.sql`
+      insert into profiles (scope, item_id, properties, provenance, created_at, updated_at)
+      values (${shop}, 'known', '{"nbOfVisits": 1}'::jsonb, 'server', now(), now()),
+             (${shop}, 'merged', '{}'::jsonb, 'merged', now(), now())`;
+    await ctx.sql`insert into profile_aliases (scope, alias_id, profile_id, merged_at)
+                  values (${shop}, 'absorbed', 'merged', now())`;
+    const profiles = async () => [
+      ...await ctx.sql`select item_id, properties, provenance from profiles order by item_id`,
+    ];
+    const before = await profiles();
+    const running = forwarder(ctx);
+    const res = await send(ctx, shop, [
+      { ...visit()[0], id: "y1", clientId: "known" },
+      { ...visit()[0], id: "y2", clientId: "merged" },
+      { ...visit()[0], id: "y3", clientId: "absorbed" },
+      { ...visit()[0], id: "y4", clientId: "anon_ok" },
+    ]);
+    // The door answers as for any event (the pixel never reads it)...
+    assert.deepEqual(await res.json(), { accepted: 4, rejected: [], scope: shop });
+    // ...and where the events are applied only the anonymous visitor's is stored.
+    await eventually(async () => (await listDeadLetters(ctx.kv, brand.brandId)).length === 1);
+    await eventually(async () => (await ctx.queue.backlog()) === 0);
+    const [letter] = await listDeadLetters(ctx.kv, brand.brandId);
+    assert.deepEqual(letter!.message.batch.events.map((e) => e.profileId), [
+      "known",
+      "merged",
+      "absorbed",
+    ]);
+    for (const id of ["y1", "y2", "y3"]) {
+      assert.ok(letter!.reason.includes(`${id}: 403 ${PIXEL_NOT_ANONYMOUS}`), letter!.reason);
+    }
+    assert.deepEqual(
+      (await ctx.sql`select id, profile_id from events`).map((r) => [r.id, r.profile_id]),
+      [["y4", "anon_ok"]],
+    );
+    const after = await profiles();
+    assert.deepEqual(after.filter((p) => p.item_id !== "anon_ok"), before);
+    assert.equal(after.find((p) => p.item_id === "anon_ok")?.provenance, "pixel");
+    ctx.kv.close();
+    await running;
+  });
+});
+
+Deno.test("shopify pixel: shops are cached (unknown ones too); the writers' changes apply at once, SQL by hand within 30 s", async () => {
+  await withContext(async (ctx) => {
+    const shop = `later-${Deno.pid}.myshopify.com`;
+    // The backlog counts events: `batches` of the visit's 13 queued in all.
+    const queued = async (batches: number) => {
+      const res = await send(ctx, shop, visit());
+      assert.equal(res.status, 202);
+      assert.equal((await res.json()).accepted, 13);
+      assert.equal(await ctx.queue.backlog(), 13 * batches);
+    };
+    // Unknown (and cached as unknown): answered, its events dropped.
+    await queued(0);
+    await queued(0);
+    // Connected through the writers (as `brand create --shop`): the next request is the shop's.
+    const brand = await ctx.seedBrand({ shop });
+    await queued(1);
+    // Disconnected through them: dropped from the next request on.
+    await setBrand(ctx.deps, { brandId: brand.brandId, integration: "disconnected" });
+    await queued(1);
+    await setBrand(ctx.deps, { brandId: brand.brandId, integration: "connected" });
+    await queued(2);
+    // Behind the writers' back (SQL by hand) the cached shop holds until its 30 s are up.
+    await ctx.sql`update integrations set status = 'disconnected' where shop_domain = ${shop}`;
+    await queued(3);
+    ctx.clock.advance(30_000);
+    await queued(3);
   });
 });
 

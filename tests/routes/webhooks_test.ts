@@ -581,6 +581,19 @@ Deno.test("webhooks: app/uninstalled disconnects the integration, keeps the scop
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();
     await ok(await deliver(ctx, brand, { body: order(1, "2026-01-01T00:00:00Z") }));
+    // The storefront pixel's events are queued (and the door has cached the shop)...
+    const pixel = async () => {
+      const before = await ctx.queue.backlog();
+      const res = await ctx.app.request(`/cdp/ingest?shop=${brand.scope}`, {
+        method: "POST",
+        headers: { Origin: `https://${brand.scope}` },
+        body: JSON.stringify({ events: [{ eventType: "page_viewed", profileId: "anon_1" }] }),
+      });
+      assert.equal(res.status, 202);
+      await res.body?.cancel();
+      return (await ctx.queue.backlog()) - before;
+    };
+    assert.equal(await pixel(), 1);
     const result = await ok(
       await deliver(ctx, brand, {
         topic: "app/uninstalled",
@@ -588,6 +601,8 @@ Deno.test("webhooks: app/uninstalled disconnects the integration, keeps the scop
       }),
     );
     assert.equal(result.outcome, "applied");
+    // ...and dropped from the next request on.
+    assert.equal(await pixel(), 0);
     const context = await findBrandContext(ctx.sql, brand.brandId);
     assert.equal(context?.scope, brand.scope);
     assert.equal(context?.integration?.status, "disconnected");

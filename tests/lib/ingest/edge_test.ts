@@ -1021,3 +1021,27 @@ Deno.test("validateBuiltEvents: sizes what it accepts; refuses oversized, unstor
   assert.match(rejected[0]!.errors[0]!.message, /exceeds/);
   assert.equal(rejected[2]!.errors[0]!.message, "no registered schema");
 });
+
+Deno.test("validateBuiltEvents: a NUL or an unpaired surrogate in a value or a key is refused at its path; a written \\u is not", () => {
+  const ok = { id: "m1", eventType: "page_viewed", profileId: "u1", properties: { url: "/" } };
+  const events = [
+    { ...ok, id: "k1", properties: { "a\u0000": "b" } },
+    { ...ok, id: "k2", properties: { list: ["x", "\ud800"] } },
+    { ...ok, id: "k3", properties: { ["\udc00"]: 1 } },
+    { ...ok, id: "k4", properties: { path: "C:\\users\\u0000", pair: "\ud83d\ude00" } },
+  ];
+  const { accepted, rejected } = validateBuiltEvents(
+    events.map((event, index) => ({ index, event })),
+    () => null,
+    "batch",
+  );
+  assert.deepEqual(accepted.map((a) => a.index), [3]);
+  assert.deepEqual(
+    rejected.map((r) => [r.index, r.errors.map((e) => e.path)]),
+    [
+      [0, ['$.batch[0].properties["a\\u0000"]']],
+      [1, ["$.batch[1].properties.list[1]"]],
+      [2, ['$.batch[2].properties["\\udc00"]']],
+    ],
+  );
+});

@@ -7,6 +7,7 @@ import {
   closeScopeWrites,
   createBrand,
   createBrandCache,
+  createPixelShopCache,
   findBrandContext,
   findPixelShop,
   listBrands,
@@ -15,7 +16,7 @@ import {
   setBrand,
 } from "../../../lib/tenancy/brands.ts";
 import type { Tx } from "../../../lib/store/db.ts";
-import { brandVersionKey } from "../../../lib/store/kv_keys.ts";
+import { brandVersionKey, shopVersionKey } from "../../../lib/store/kv_keys.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
@@ -304,6 +305,73 @@ Deno.test("brand cache: kept while the brand's version holds; a bump or the TTL 
     assert.equal(await cache.get(deps.sql, "no-such-brand", null), null);
   });
 });
+
+Deno.test("pixel shop cache: unknown shops cached too; a writer's bump is seen at once, SQL by hand within the TTL", async () => {
+  await withBrands(async (deps, clock) => {
+    const cache = createPixelShopCache({ ttlMs: 30_000, now: clock.now });
+    const shop = "acme.myshopify.com";
+    const version = async () => (await deps.kv.get(shopVersionKey(shop))).versionstamp;
+    const lookups = countQueries(deps.sql);
+    // Unknown: one query, then answered from the cache.
+    assert.equal(await cache.get(lookups.sql, shop, await version()), null);
+    assert.equal(await cache.get(lookups.sql, shop, await version()), null);
+    assert.equal(lookups.count(), 1);
+    // Created through the writers (kv given): the version moved, the next lookup sees the shop.
+    const brand = await createBrand(deps, { name: "Acme", shop });
+    assert.equal((await cache.get(lookups.sql, shop, await version()))?.brandId, brand.id);
+    assert.equal(lookups.count(), 2);
+    // Disconnected and reconnected by setBrand: seen at once both ways.
+    await setBrand(deps, { brandId: brand.id, integration: "disconnected" });
+    assert.equal(await cache.get(lookups.sql, shop, await version()), null);
+    await setBrand(deps, { brandId: brand.id, integration: "connected" });
+    assert.equal((await cache.get(lookups.sql, shop, await version()))?.brandId, brand.id);
+    // Origins set by SQL by hand: the cached shop holds until the TTL has passed.
+    await deps.sql`update integrations set storefront_origins = array['https://shop.acme.example']
+                   where shop_domain = ${shop}`;
+    clock.advance(29_999);
+    assert.deepEqual((await cache.get(lookups.sql, shop, await version()))?.origins, [
+      `https://${shop}`,
+    ]);
+    clock.advance(1);
+    assert.deepEqual((await cache.get(lookups.sql, shop, await version()))?.origins, [
+      `https://${shop}`,
+      "https://shop.acme.example",
+    ]);
+    // Concurrent lookups of a shop not cached share one query.
+    const before = lookups.count();
+    const shops = await Promise.all(
+      [1, 2, 3].map(() => cache.get(lookups.sql, "new.myshopify.com", null)),
+    );
+    assert.deepEqual(shops, [null, null, null]);
+    assert.equal(lookups.count(), before + 1);
+  });
+});
+
+Deno.test("pixel shop cache: bounded, the least recently used entry goes first", async () => {
+  await withBrands(async (deps, clock) => {
+    const cache = createPixelShopCache({ ttlMs: 30_000, now: clock.now, max: 2 });
+    const lookups = countQueries(deps.sql);
+    await cache.get(lookups.sql, "a.myshopify.com", null);
+    await cache.get(lookups.sql, "b.myshopify.com", null);
+    await cache.get(lookups.sql, "a.myshopify.com", null); // a is now the most recent
+    await cache.get(lookups.sql, "c.myshopify.com", null); // b goes
+    assert.equal(lookups.count(), 3);
+    await cache.get(lookups.sql, "a.myshopify.com", null);
+    assert.equal(lookups.count(), 3);
+    await cache.get(lookups.sql, "b.myshopify.com", null);
+    assert.equal(lookups.count(), 4);
+  });
+});
+
+/** `sql` as a tagged template that counts the statements sent through it. */
+function countQueries(sql: BrandDeps["sql"]): { sql: BrandDeps["sql"]; count: () => number } {
+  let count = 0;
+  const counting = ((...args: Parameters<typeof sql>) => {
+    count++;
+    return sql(...args);
+  }) as unknown as BrandDeps["sql"];
+  return { sql: counting, count: () => count };
+}
 
 Deno.test("shop erasure: closes the scope's writes and the pixel; only reconnecting reopens them", async () => {
   await withBrands(async (deps, clock) => {
