@@ -31,6 +31,7 @@ export async function lockMembership(tx: Tx, scope: string): Promise<void> {
 /**
  * Appends `changes` (in their order) to the feed and applies them to the members table, in
  * `tx` under the scope's membership lock; `newId` gives each change its public id (a ULID).
+ * A call holds at most one change per segment and profile (a diff).
  */
 export async function appendChanges(
   tx: Tx,
@@ -39,36 +40,30 @@ export async function appendChanges(
   newId: () => string,
 ): Promise<void> {
   if (changes.length === 0) return;
-  await lockMembership(tx, scope);
   const ids = changes.map(() => newId());
   const segments = changes.map((c) => c.segmentId);
   const profiles = changes.map((c) => c.profileId);
   const kinds = changes.map((c) => c.change);
   const ats = changes.map((c) => c.at.toISOString());
-  await tx`
-    insert into segment_changes (id, scope, segment_id, profile_id, change, at)
-    select c.id, ${scope}, c.segment_id, c.profile_id, c.change, c.at
-    from unnest(${ids}::text[], ${segments}::text[], ${profiles}::text[], ${kinds}::text[],
-                ${ats}::timestamptz[]) with ordinality
-      as c(id, segment_id, profile_id, change, at, n)
-    order by c.n`;
-  const entered = changes.filter((c) => c.change === "entered");
-  const exited = changes.filter((c) => c.change === "exited");
-  if (exited.length > 0) {
-    await tx`
-      delete from segment_members m
-      using unnest(${exited.map((c) => c.segmentId)}::text[],
-                   ${exited.map((c) => c.profileId)}::text[]) as x(segment_id, profile_id)
-      where m.scope = ${scope} and m.segment_id = x.segment_id and m.profile_id = x.profile_id`;
-  }
-  if (entered.length > 0) {
-    await tx`
+  // Sent together (pipelined): the write still runs after the lock is held, one round trip
+  // fewer. One statement for the feed and both sides of the members: the diff crosses the wire
+  // once. Under the lock an entering profile is never a member yet, so no upsert is needed.
+  await Promise.all([
+    lockMembership(tx, scope),
+    tx`
+      with c as materialized (
+        select * from unnest(${ids}::text[], ${segments}::text[], ${profiles}::text[],
+                             ${kinds}::text[], ${ats}::timestamptz[]) with ordinality
+          as c(id, segment_id, profile_id, change, at, n)),
+      logged as (
+        insert into segment_changes (id, scope, segment_id, profile_id, change, at)
+        select c.id, ${scope}, c.segment_id, c.profile_id, c.change, c.at from c order by c.n),
+      left_segments as (
+        delete from segment_members m using c
+        where c.change = 'exited' and m.scope = ${scope} and m.segment_id = c.segment_id
+          and m.profile_id = c.profile_id)
       insert into segment_members (scope, segment_id, profile_id, entered_at)
-      select ${scope}, x.segment_id, x.profile_id, x.at
-      from unnest(${entered.map((c) => c.segmentId)}::text[],
-                  ${entered.map((c) => c.profileId)}::text[],
-                  ${entered.map((c) => c.at.toISOString())}::timestamptz[])
-        as x(segment_id, profile_id, at)
-      on conflict (scope, segment_id, profile_id) do update set entered_at = excluded.entered_at`;
-  }
+      select ${scope}, c.segment_id, c.profile_id, c.at from c where c.change = 'entered'
+      on conflict (scope, segment_id, profile_id) do nothing`,
+  ]);
 }

@@ -380,14 +380,14 @@ async function _budgeted<T>(
   fn: (tx: Sql) => Promise<T>,
 ): Promise<T> {
   if (!within) return await withQueryBudget(sql, timeoutMs, fn);
+  // Read and set in one statement (the setting is read first); set outside the savepoint, so
+  // the `finally` puts it back whether the savepoint is released or rolled back.
   const [setting] = await within<{ previous: string }[]>`
-    select current_setting('statement_timeout') as previous`;
+    with s as materialized (select current_setting('statement_timeout') as previous)
+    select s.previous, set_config('statement_timeout', ${String(timeoutMs)}, true) from s`;
   const previous = setting!.previous;
   try {
-    return await within.savepoint(async (sp) => {
-      await sp`select set_config('statement_timeout', ${String(timeoutMs)}, true)`;
-      return await fn(sp as unknown as Sql);
-    }) as T;
+    return await within.savepoint((sp) => fn(sp as unknown as Sql)) as T;
   } catch (err) {
     throw evaluationError(err);
   } finally {
