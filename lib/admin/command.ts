@@ -63,7 +63,7 @@ export function defineCommand<T>(command: Command<T>): Command<T> {
 /** `node:util` parseArgs in strict mode; its errors become usage errors. */
 export function parseFlags(
   args: string[],
-  options: Record<string, { type: "string" | "boolean" }>,
+  options: Record<string, { type: "string" | "boolean"; multiple?: boolean }>,
   allowPositionals = false,
 ) {
   try {

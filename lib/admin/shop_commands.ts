@@ -1,6 +1,7 @@
 /**
- * Operator commands of a brand's Shopify history backfill: `shop sync` (in the foreground, or
- * queued for the service with `--background`) and `shop status` (docs/commerce.md).
+ * Operator commands of a brand's shop: its Shopify history backfill, `shop sync` (in the
+ * foreground, or queued for the service with `--background`) and `shop status`
+ * (docs/commerce.md); its storefront origins, `shop origins` (docs/shopify_pixel.md).
  *
  * @module
  */
@@ -14,6 +15,7 @@ import {
 } from "../shopify/shop_sync.ts";
 import { enqueueShopSync } from "../shopify/shop_sync_job.ts";
 import { enqueuePredictionsFit } from "../commerce/predictions/fit_job.ts";
+import { changeStorefrontOrigins, listStorefrontOrigins } from "../tenancy/storefront_origins.ts";
 import {
   brandIdArg,
   type Commands,
@@ -26,7 +28,7 @@ import {
   UsageError,
 } from "./command.ts";
 
-/** `shop sync`, `shop status`. */
+/** `shop sync`, `shop status`, `shop origins`. */
 export const shopCommands: Commands = {
   "shop sync": defineCommand({
     usage: "--brand ID [--since YYYY-MM-DD] [--only orders|customers] [--background]",
@@ -84,7 +86,45 @@ export const shopCommands: Commands = {
         { brandId: input.brandId, status: "none" };
     },
   }),
+  "shop origins": defineCommand({
+    usage: "--brand ID [--add ORIGIN[,ORIGIN...]]... [--remove ORIGIN[,ORIGIN...]]...",
+    summary: "Lists the custom storefront domains whose pages may send pixel events for the " +
+      "brand's shop; --add and --remove change them (https://host[:port]), at once for the " +
+      "service.",
+    parse(args) {
+      const { values } = parseFlags(args, {
+        brand: { type: "string" },
+        add: { type: "string", multiple: true },
+        remove: { type: "string", multiple: true },
+      });
+      return {
+        brandId: brandIdArg(requiredFlag(values, "brand")),
+        add: _originList(values.add, "add"),
+        remove: _originList(values.remove, "remove"),
+      };
+    },
+    async run(stores, input, config) {
+      if (input.add.length === 0 && input.remove.length === 0) {
+        return await listStorefrontOrigins(stores.sql, input.brandId);
+      }
+      return await changeStorefrontOrigins(
+        { sql: stores.sql, kv: stores.kv, now: () => new Date() },
+        input,
+        { allowHttp: config.destinations.allowPrivate },
+      );
+    },
+  }),
 };
+
+/** A repeatable flag's values, each comma-separated: the origins, trimmed, none empty. */
+function _originList(values: unknown, flag: string): string[] {
+  const given = (values ?? []) as string[];
+  const origins = given.flatMap((value) => value.split(",")).map((origin) => origin.trim());
+  if (origins.some((origin) => origin === "")) {
+    throw new UsageError(`--${flag} takes origins, comma-separated (one is empty)`);
+  }
+  return origins;
+}
 
 /** Progress lines on stderr: each status change, and counts at most once a second. */
 function _progressPrinter(): (progress: SyncProgress) => void {
