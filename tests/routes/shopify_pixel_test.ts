@@ -213,6 +213,38 @@ Deno.test("shopify pixel: shops are cached (unknown ones too); the writers' chan
   });
 });
 
+Deno.test("shopify pixel: a storefront origin added by `shop origins` is accepted at once, removed refused at once", async () => {
+  const token = "test-admin-token-0123456789abcdefghijkl";
+  await withContext(async (ctx) => {
+    const brand = await ctx.seedBrand();
+    const shop = brand.scope!;
+    const origin = "https://shop.acme.example";
+    // The operator command, run by the service (the operator API) on the app's own stores.
+    const origins = async (...args: string[]) => {
+      const res = await ctx.app.request("/admin/commands/shop-origins", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ args: ["--brand", brand.brandId, ...args] }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      return body;
+    };
+    const fromOrigin = () => send(ctx, shop, visit().slice(0, 1), { Origin: origin });
+    // Refused, and the shop (with its origins) now cached by the door.
+    assert.equal((await fromOrigin()).status, 403);
+    assert.deepEqual((await origins("--add", origin)).added, [origin]);
+    // No clock advance: the bumped version invalidates the cached shop.
+    const accepted = await fromOrigin();
+    assert.equal(accepted.status, 202);
+    assert.equal(accepted.headers.get("Access-Control-Allow-Origin"), origin);
+    assert.equal(await ctx.queue.backlog(), 1);
+    assert.deepEqual((await origins("--remove", origin)).removed, [origin]);
+    assert.equal((await fromOrigin()).status, 403);
+    assert.equal((await send(ctx, shop, visit().slice(0, 1))).status, 202);
+  }, { ...ENV, ADMIN_TOKEN: token });
+});
+
 Deno.test("stitching: a claim before its order's signed webhook merges once the order arrives", async () => {
   await withContext(async (ctx) => {
     const brand = await ctx.seedBrand();

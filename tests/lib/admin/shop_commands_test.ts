@@ -1,4 +1,4 @@
-/** `shop sync` and `shop status`, run as a subprocess exactly as `deno task admin` runs them. */
+/** `shop sync`, `shop status` and `shop origins`, run as a subprocess as `deno task admin` runs them. */
 import assert from "node:assert/strict";
 import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
 import {
@@ -9,37 +9,10 @@ import {
   jsonl,
   startFakeBulkApi,
 } from "../shopify/fake_bulk_api.ts";
+import { json, runCli, withService, withStores } from "./cli_support.ts";
 
-const ROOT = new URL("../../../", import.meta.url).pathname;
 const SHOP = "cli-history.myshopify.com";
 const TOKEN = "shpat_cli";
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
-  const output = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", `${ROOT}admin.ts`, ...args],
-    env,
-    cwd: ROOT,
-  }).output();
-  return {
-    code: output.code,
-    stdout: new TextDecoder().decode(output.stdout),
-    stderr: new TextDecoder().decode(output.stderr),
-  };
-}
-
-/** One JSON object on stdout, nothing else. */
-function json(result: CliResult): Record<string, unknown> {
-  assert.equal(result.code, 0, result.stderr);
-  const lines = result.stdout.trim().split("\n");
-  assert.equal(lines.length, 1, result.stdout);
-  return JSON.parse(lines[0]!);
-}
 
 async function withCli(
   fn: (env: Record<string, string>, fake: FakeBulkApi, brandId: string) => Promise<void>,
@@ -146,5 +119,103 @@ Deno.test("cli: shop sync --background queues the job; bad flags are usage error
       const usage = await runCli(["shop", "sync", ...args], env);
       assert.equal(usage.code, 2, usage.stderr);
     }
+  });
+});
+
+Deno.test("cli: shop origins lists, adds (repeated or comma-separated) and removes; bad origins exit 1", async () => {
+  await withStores(async (env) => {
+    const shop = json(
+      await runCli(["brand", "create", "--name", "A", "--shop", "acme.myshopify.com"], env),
+    );
+    const bare = json(await runCli(["brand", "create", "--name", "B"], env));
+    const origins = (...args: string[]) =>
+      runCli(["shop", "origins", "--brand", String(shop.id), ...args], env);
+    assert.deepEqual(json(await origins()), {
+      brand: shop.id,
+      shop: "acme.myshopify.com",
+      origins: [],
+    });
+    const a = "https://a.acme.example", b = "https://b.acme.example";
+    const c = "https://c.acme.example:8443";
+    assert.deepEqual(json(await origins("--add", `${a}, ${b}`, "--add", c)), {
+      brand: shop.id,
+      shop: "acme.myshopify.com",
+      origins: [a, b, c],
+      added: [a, b, c],
+      removed: [],
+    });
+    assert.deepEqual(json(await origins("--add", a)).added, []);
+    const removed = json(await origins("--remove", b));
+    assert.deepEqual([removed.origins, removed.removed], [[a, c], [b]]);
+    assert.deepEqual(json(await origins()).origins, [a, c]);
+
+    // Refused with the reason, exit 1, nothing written.
+    for (
+      const [origin, reason] of [
+        ["http://d.acme.example", /only https \(http only with DESTINATIONS_ALLOW_PRIVATE=true/],
+        ["https://d.acme.example/shop", /did you mean https:\/\/d\.acme\.example\?/],
+        ["https://D.acme.example", /lower case/],
+        ["https://*.acme.example", /the host must be a domain name/],
+      ] as const
+    ) {
+      const result = await origins("--add", `https://ok.acme.example,${origin}`);
+      assert.equal(result.code, 1, result.stderr);
+      assert.equal(result.stdout, "");
+      assert.match(result.stderr, /^error: not a storefront origin: /);
+      assert.match(result.stderr, reason);
+    }
+    assert.deepEqual(json(await origins()).origins, [a, c]);
+    // The development setting allows http.
+    const dev = await runCli(
+      ["shop", "origins", "--brand", String(shop.id), "--add", "http://127.0.0.1:8123"],
+      { ...env, DESTINATIONS_ALLOW_PRIVATE: "true" },
+    );
+    assert.deepEqual(json(dev).added, ["http://127.0.0.1:8123"]);
+
+    const missing = await runCli(
+      ["shop", "origins", "--brand", "01M86TDT9CSKW28VQJZ3VT7SDR", "--add", a],
+      env,
+    );
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /no brand 01M86TDT9CSKW28VQJZ3VT7SDR/);
+    const noShop = await runCli(["shop", "origins", "--brand", String(bare.id)], env);
+    assert.equal(noShop.code, 1);
+    assert.match(noShop.stderr, /no storefront integration/);
+    for (const args of [["--add", a], ["--brand", String(shop.id), "--add", `${a},,${b}`]]) {
+      const usage = await runCli(["shop", "origins", ...args], env);
+      assert.equal(usage.code, 2, usage.stderr);
+    }
+  });
+});
+
+Deno.test("cli: shop origins from another process reaches the running service's door at its next request", async () => {
+  await withStores(async (env) => {
+    const brand = json(
+      await runCli(["brand", "create", "--name", "A", "--shop", "acme.myshopify.com"], env),
+    );
+    const origin = "https://shop.acme.example";
+    const fixture = JSON.parse(
+      await Deno.readTextFile(
+        new URL("../../fixtures/shopify/pixel_events.json", import.meta.url),
+      ),
+    ) as { samples: { event: unknown }[] };
+    await withService(env, async (url) => {
+      const post = async () => {
+        const res = await fetch(`${url}/cdp/ingest/shopify?shop=acme.myshopify.com`, {
+          method: "POST",
+          headers: { "Content-Type": "text/plain", Origin: origin },
+          body: JSON.stringify({ events: [fixture.samples[0]!.event] }),
+        });
+        await res.body?.cancel();
+        return res.status;
+      };
+      // The service caches the shop (for 30 s) on this first request.
+      assert.equal(await post(), 403);
+      const args = ["shop", "origins", "--brand", String(brand.id)];
+      json(await runCli([...args, "--add", origin], env));
+      assert.equal(await post(), 202);
+      json(await runCli([...args, "--remove", origin], env));
+      assert.equal(await post(), 403);
+    });
   });
 });
