@@ -1,8 +1,9 @@
 /**
  * Tenancy: who a request acts for. This group owns brands (this module: records, shop
- * domains, storefront integrations and the scope they resolve, the brand cache), API keys
- * (api_keys.ts), Shopify session tokens (session_token.ts) and the encryption of storefront
- * tokens at rest (token_cipher.ts). See docs/architecture.md.
+ * domains, storefront integrations and the scope they resolve, the brand cache), their
+ * storefront origins (storefront_origins.ts), API keys (api_keys.ts), Shopify session tokens
+ * (session_token.ts) and the encryption of storefront tokens at rest (token_cipher.ts). See
+ * docs/architecture.md.
  *
  * @module
  */
