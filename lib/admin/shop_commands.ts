@@ -103,14 +103,13 @@ export const shopCommands: Commands = {
         remove: _originList(values.remove, "remove"),
       };
     },
-    async run(stores, input, config) {
+    async run(stores, input) {
       if (input.add.length === 0 && input.remove.length === 0) {
         return await listStorefrontOrigins(stores.sql, input.brandId);
       }
       return await changeStorefrontOrigins(
         { sql: stores.sql, kv: stores.kv, now: () => new Date() },
         input,
-        { allowHttp: config.destinations.allowPrivate },
       );
     },
   }),

@@ -14,24 +14,19 @@ import { bumpShopVersion } from "./brands.ts";
 /** How many custom origins a shop may have: the doors check each request against all of them. */
 export const MAX_STOREFRONT_ORIGINS = 50;
 
-/** Whether plain `http`, IP addresses and single-label hosts are allowed (development only). */
-export interface OriginRules {
-  allowHttp: boolean;
-}
-
 // A DNS name of two labels or more whose last label starts with a letter (so no IPv4 address).
 const _DNS_NAME =
   /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-// What development adds: a single label (localhost), an IPv4 address, a bracketed IPv6 address.
-const _DEV_HOST =
-  /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?|\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\])$/;
+// A development storefront on this machine (Shopify CLI's `theme dev` serves
+// http://127.0.0.1:9292): browsers treat loopback as a secure context, so http is taken there.
+const _LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 /**
  * Checks that `input` is a storefront origin exactly as a browser sends it in `Origin`; returns it,
  * or throws DomainError `invalid_input` saying what is wrong (with the form to give, when there is
- * one).
+ * one). A loopback host (a development storefront) may also be `http`.
  */
-export function parseStorefrontOrigin(input: string, rules: OriginRules): string {
+export function parseStorefrontOrigin(input: string): string {
   const refuse = (why: string) =>
     new DomainError("invalid_input", `not a storefront origin: ${JSON.stringify(input)}: ${why}`);
   if (input.length > 300) throw refuse("too long");
@@ -41,15 +36,12 @@ export function parseStorefrontOrigin(input: string, rules: OriginRules): string
   } catch {
     throw refuse("give scheme://host[:port], e.g. https://shop.example.com");
   }
-  if (url.protocol !== "https:" && !(rules.allowHttp && url.protocol === "http:")) {
-    throw refuse(
-      rules.allowHttp
-        ? "only https or http"
-        : "only https (http only with DESTINATIONS_ALLOW_PRIVATE=true, for development)",
-    );
-  }
   const host = url.hostname;
-  if (!_DNS_NAME.test(host) && !(rules.allowHttp && _DEV_HOST.test(host))) {
+  const loopback = _LOOPBACK_HOSTS.has(host);
+  if (url.protocol !== "https:" && !(loopback && url.protocol === "http:")) {
+    throw refuse("only https (http only for localhost, 127.0.0.1 or [::1], for development)");
+  }
+  if (!_DNS_NAME.test(host) && !loopback) {
     throw refuse(`the host must be a domain name (got ${JSON.stringify(host)})`);
   }
   // The browser's serialization: no user, path, query or fragment, lower case, no default port.
@@ -99,9 +91,8 @@ export interface StorefrontOriginDeps {
 export async function changeStorefrontOrigins(
   deps: StorefrontOriginDeps,
   input: { brandId: string; add: string[]; remove: string[] },
-  rules: OriginRules,
 ): Promise<StorefrontOrigins & { added: string[]; removed: string[] }> {
-  const adds = input.add.map((origin) => parseStorefrontOrigin(origin, rules));
+  const adds = input.add.map((origin) => parseStorefrontOrigin(origin));
   const both = adds.find((origin) => input.remove.includes(origin));
   if (both !== undefined) {
     throw new DomainError("invalid_input", `${both} is both added and removed`);
@@ -118,7 +109,7 @@ export async function changeStorefrontOrigins(
     const own = `https://${row.shop_domain}`;
     const stored = row.storefront_origins;
     const removes = input.remove.map((origin) =>
-      stored.includes(origin) ? origin : parseStorefrontOrigin(origin, rules)
+      stored.includes(origin) ? origin : parseStorefrontOrigin(origin)
     );
     for (const origin of [...adds, ...removes]) {
       if (origin === own) {

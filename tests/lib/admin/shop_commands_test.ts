@@ -152,7 +152,7 @@ Deno.test("cli: shop origins lists, adds (repeated or comma-separated) and remov
     // Refused with the reason, exit 1, nothing written.
     for (
       const [origin, reason] of [
-        ["http://d.acme.example", /only https \(http only with DESTINATIONS_ALLOW_PRIVATE=true/],
+        ["http://d.acme.example", /only https \(http only for localhost/],
         ["https://d.acme.example/shop", /did you mean https:\/\/d\.acme\.example\?/],
         ["https://D.acme.example", /lower case/],
         ["https://*.acme.example", /the host must be a domain name/],
@@ -165,10 +165,10 @@ Deno.test("cli: shop origins lists, adds (repeated or comma-separated) and remov
       assert.match(result.stderr, reason);
     }
     assert.deepEqual(json(await origins()).origins, [a, c]);
-    // The development setting allows http.
+    // A development storefront on loopback may be http.
     const dev = await runCli(
       ["shop", "origins", "--brand", String(shop.id), "--add", "http://127.0.0.1:8123"],
-      { ...env, DESTINATIONS_ALLOW_PRIVATE: "true" },
+      env,
     );
     assert.deepEqual(json(dev).added, ["http://127.0.0.1:8123"]);
 

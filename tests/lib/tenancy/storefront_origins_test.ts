@@ -14,8 +14,6 @@ import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const SHOP = "acme.myshopify.com";
-const PROD = { allowHttp: false };
-const DEV = { allowHttp: true };
 
 /** A fresh database and KV with one brand on SHOP and one without a shop. */
 async function withShop(
@@ -54,10 +52,10 @@ Deno.test("parseStorefrontOrigin: only the form a browser sends in Origin", () =
       "https://xn--bcher-kva.example",
     ]
   ) {
-    assert.equal(parseStorefrontOrigin(origin, PROD), origin);
+    assert.equal(parseStorefrontOrigin(origin), origin);
   }
   const cases: [string, RegExp][] = [
-    ["http://shop.example.com", /only https \(http only with DESTINATIONS_ALLOW_PRIVATE/],
+    ["http://shop.example.com", /only https \(http only for localhost/],
     ["ftp://shop.example.com", /only https/],
     ["shop.example.com", /give scheme:\/\/host/],
     ["", /give scheme:\/\/host/],
@@ -72,30 +70,38 @@ Deno.test("parseStorefrontOrigin: only the form a browser sends in Origin", () =
     ["https://user@shop.example.com", /did you mean https:\/\/shop\.example\.com\?/],
     ["https://bücher.example", /did you mean https:\/\/xn--bcher-kva\.example\?/],
     ["https://*.example.com", /the host must be a domain name/],
-    ["https://localhost", /the host must be a domain name/],
-    ["https://127.0.0.1", /the host must be a domain name/],
-    ["https://[::1]", /the host must be a domain name/],
+    ["https://intranet", /the host must be a domain name/],
+    ["https://10.0.0.1", /the host must be a domain name/],
+    ["http://10.0.0.1", /only https/],
+    ["https://[2001:db8::1]", /the host must be a domain name/],
     [` https://shop.example.com`, /did you mean/],
     [`https://${"a".repeat(300)}.com`, /too long/],
   ];
   for (const [input, message] of cases) {
     assert.throws(
-      () => parseStorefrontOrigin(input, PROD),
+      () => parseStorefrontOrigin(input),
       refused("invalid_input", message),
       input,
     );
   }
-  // Development (DESTINATIONS_ALLOW_PRIVATE=true): http, loopback and single-label hosts too.
-  for (const origin of ["http://127.0.0.1:8123", "http://localhost:3000", "http://[::1]:9000"]) {
-    assert.equal(parseStorefrontOrigin(origin, DEV), origin);
+  // A development storefront on loopback: http too.
+  for (
+    const origin of [
+      "http://127.0.0.1:9292",
+      "http://localhost:3000",
+      "http://[::1]:9000",
+      "https://localhost",
+    ]
+  ) {
+    assert.equal(parseStorefrontOrigin(origin), origin);
   }
   assert.throws(
-    () => parseStorefrontOrigin("http://localhost:3000/", DEV),
+    () => parseStorefrontOrigin("http://localhost:3000/"),
     refused("invalid_input", /did you mean/),
   );
   assert.throws(
-    () => parseStorefrontOrigin("ws://localhost", DEV),
-    refused("invalid_input", /only https or http/),
+    () => parseStorefrontOrigin("ws://localhost"),
+    refused("invalid_input", /only https/),
   );
 });
 
@@ -112,7 +118,7 @@ Deno.test("storefront origins: add, idempotent add, remove; the doors' lookup se
       brandId: brands.shop,
       add: ["https://shop.acme.example", "https://www.acme.example", "https://shop.acme.example"],
       remove: [],
-    }, PROD);
+    });
     assert.deepEqual(added, {
       brand: brands.shop,
       shop: SHOP,
@@ -133,7 +139,7 @@ Deno.test("storefront origins: add, idempotent add, remove; the doors' lookup se
       brandId: brands.shop,
       add: ["https://www.acme.example"],
       remove: ["https://gone.acme.example"],
-    }, PROD);
+    });
     assert.deepEqual(again.added, []);
     assert.deepEqual(again.removed, []);
     assert.deepEqual(again.origins, ["https://shop.acme.example", "https://www.acme.example"]);
@@ -144,7 +150,7 @@ Deno.test("storefront origins: add, idempotent add, remove; the doors' lookup se
       brandId: brands.shop,
       add: ["https://new.acme.example"],
       remove: ["https://shop.acme.example"],
-    }, PROD);
+    });
     assert.deepEqual(swapped.origins, ["https://www.acme.example", "https://new.acme.example"]);
     assert.deepEqual(swapped.removed, ["https://shop.acme.example"]);
     assert.notEqual(await version(), bumped);
@@ -160,7 +166,7 @@ Deno.test("storefront origins: add, idempotent add, remove; the doors' lookup se
       brandId: brands.shop,
       add: [],
       remove: ["https://Odd.example/"],
-    }, PROD);
+    });
     assert.deepEqual(cleaned.origins, []);
   });
 });
@@ -171,10 +177,10 @@ Deno.test("storefront origins: invalid origins refused, nothing written; unknown
       brandId: brands.shop,
       add: ["https://shop.acme.example"],
       remove: [],
-    }, PROD);
+    });
     const version = (await deps.kv.get(shopVersionKey(SHOP))).versionstamp;
-    const change = (add: string[], remove: string[] = [], rules = PROD) =>
-      changeStorefrontOrigins(deps, { brandId: brands.shop, add, remove }, rules);
+    const change = (add: string[], remove: string[] = []) =>
+      changeStorefrontOrigins(deps, { brandId: brands.shop, add, remove });
     // One bad origin refuses the whole change.
     await assert.rejects(
       change(["https://ok.acme.example", "http://shop.acme.example"]),
@@ -203,7 +209,7 @@ Deno.test("storefront origins: invalid origins refused, nothing written; unknown
     ]);
     assert.equal((await deps.kv.get(shopVersionKey(SHOP))).versionstamp, version);
     // http with the development setting.
-    assert.deepEqual((await change(["http://127.0.0.1:8123"], [], DEV)).added, [
+    assert.deepEqual((await change(["http://127.0.0.1:8123"])).added, [
       "http://127.0.0.1:8123",
     ]);
 
@@ -218,7 +224,7 @@ Deno.test("storefront origins: invalid origins refused, nothing written; unknown
           brandId,
           add: ["https://shop.acme.example"],
           remove: [],
-        }, PROD),
+        }),
         expected,
       );
     }
