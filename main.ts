@@ -63,6 +63,7 @@ const app = createApp({
   engine: runtime.engine,
   now: runtime.now,
   newId: runtime.newId,
+  cipher: runtime.cipher,
   config,
   log,
 }, { adminCommands: COMMANDS });

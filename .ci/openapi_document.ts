@@ -12,6 +12,7 @@ import { loadConfig } from "../lib/config.ts";
 import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { ulidSource } from "../lib/ids.ts";
 import { openStores } from "../lib/store/stores.ts";
+import { lazyTokenCipher } from "../lib/tenancy/token_cipher.ts";
 
 const outDir = Deno.args[0];
 if (!outDir) throw new Error("usage: openapi_document.ts OUT_DIR");
@@ -33,6 +34,7 @@ try {
     now,
     newId: ulidSource(),
     config,
+    cipher: lazyTokenCipher(stores.kv, config.tokenEncryptionKey),
   }, { adminCommands: COMMANDS });
   const documents = [["/openapi.json", "openapi"], ["/openapi.json?admin=1", "admin"]] as const;
   for (const [path, file] of documents) {

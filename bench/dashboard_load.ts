@@ -31,7 +31,7 @@ import { refreshSummaries } from "../lib/commerce/summaries.ts";
 import { signSessionToken } from "../lib/tenancy/session_token.ts";
 import { issueApiKey } from "../lib/tenancy/api_keys.ts";
 import { createBrand } from "../lib/tenancy/brands.ts";
-import { openTokenCipher } from "../lib/tenancy/token_cipher.ts";
+import { lazyTokenCipher, openTokenCipher } from "../lib/tenancy/token_cipher.ts";
 import { connectPostgres, type Sql } from "../lib/store/db.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { createApp } from "../routes/app.ts";
@@ -142,6 +142,7 @@ async function main(): Promise<number> {
       now: () => new Date(),
       newId,
       config,
+      cipher: lazyTokenCipher(kv, config.tokenEncryptionKey),
     });
     const key = (await issueApiKey({ kv, now: () => new Date(), newId }, { brandId: a.id })).key;
     const request = async (path: string, init: RequestInit = {}) => {

@@ -620,6 +620,7 @@ async function httpCountPair(
     now,
     newId,
     config,
+    cipher,
   });
   const body = JSON.stringify({ condition });
   return {

@@ -25,7 +25,7 @@ import { createIngestQueue } from "../lib/runtime/runtime.ts";
 import { type Config, loadConfig } from "../lib/config.ts";
 import { connectPostgres, servePglite, type Sql } from "../lib/store/db.ts";
 import { migrate, MIGRATIONS } from "../lib/store/migrations.ts";
-import { openTokenCipher } from "../lib/tenancy/token_cipher.ts";
+import { lazyTokenCipher, openTokenCipher } from "../lib/tenancy/token_cipher.ts";
 
 /** The server under test when set; PGlite otherwise. */
 export const DATABASE_URL = Deno.env.get("DATABASE_URL") || undefined;
@@ -200,6 +200,7 @@ export async function createTestContext(
     now: clock.now,
     newId,
     config,
+    cipher: lazyTokenCipher(kv, config.tokenEncryptionKey),
     ...overrides,
   };
   const app = createApp(deps, { adminCommands: COMMANDS });

@@ -7,7 +7,8 @@
  * reach it in log order (per profile in particular); a failed delivery holds the ones after it
  * until it succeeds or, past the retry window, is dead-lettered. Everything lives in PostgreSQL:
  * a process killed between a POST and its record sends that delivery again, with the same ids
- * (at least once). Processes take turns per destination through a lease on its row.
+ * (at least once). Processes take turns per destination through a lease on its row. The signing
+ * secret is opened from its sealed row (destination_secret.ts) only when a POST is to be signed.
  *
  * @module
  */
@@ -17,6 +18,8 @@ import { consentGrantedSql } from "../privacy/consent.ts";
 import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Sql } from "../store/db.ts";
+import type { TokenCipher } from "../tenancy/token_cipher.ts";
+import { type OpenedSecret, openSigningSecret } from "./destination_secret.ts";
 import { assertDeliverable, type Resolver } from "./destination_url.ts";
 import { takeDeliverySlot } from "./delivery_rate.ts";
 import { signatureHeader } from "./webhook_signature.ts";
@@ -40,6 +43,8 @@ export interface DeliveryDeps {
   now: () => Date;
   newId: () => string;
   settings: DestinationSettings;
+  /** Opens the sealed signing secrets (and seals a plaintext one met on the way). */
+  cipher: TokenCipher;
   /** Host name resolution for the address check (DNS by default). */
   resolve?: Resolver;
 }
@@ -49,6 +54,7 @@ interface _Destination {
   brand_id: string;
   scope: string;
   url: string;
+  /** As stored: sealed, or the plaintext of a row written before secrets were sealed. */
   secret: string;
   segments: string[];
   cursor: string;
@@ -112,10 +118,22 @@ export async function deliverDestination(deps: DeliveryDeps, id: string): Promis
     returning id, brand_id, scope, url, secret, segments, cursor`;
   if (!destination) return 0;
   let posts = 0;
+  let secret: OpenedSecret | null = null;
   try {
     while (posts < _POSTS_PER_PASS) {
       const delivery = await _head(deps.sql, id) ?? await _nextBatch(deps, destination);
       if (!delivery || delivery.next_attempt_at > deps.now()) break;
+      secret ??= await openSigningSecret(deps, destination);
+      if (!secret.ok) {
+        // An attempt that failed: retried with backoff (the key may come back), then dead.
+        log("warn", "destination delivery not signed", {
+          destination: id,
+          delivery: delivery.id,
+          error: secret.error,
+        });
+        await _record(deps, delivery, { ok: false, status: null, error: secret.error });
+        break;
+      }
       const now = deps.now();
       if (
         !await takeDeliverySlot(deps.kv, destination.brand_id, now, deps.settings.ratePerMinute)
@@ -129,7 +147,12 @@ export async function deliverDestination(deps: DeliveryDeps, id: string): Promis
       if (held.count === 0) break;
       lease = renewed;
       posts++;
-      const outcome = await postDelivery(deps, destination, delivery.id, delivery.payload);
+      const outcome = await postDelivery(
+        deps,
+        { url: destination.url, secret: secret.secret },
+        delivery.id,
+        delivery.payload,
+      );
       await _record(deps, delivery, outcome);
       if (!outcome.ok) break;
     }
@@ -225,7 +248,7 @@ interface _Change {
 }
 
 /**
- * One signed POST of `payload` to the destination, after the address check; 2xx is success,
+ * One POST of `payload` to the destination, signed with its (opened) secret, after the address check; 2xx is success,
  * anything else (a redirect included: none is followed) or no answer in time a failure.
  */
 export async function postDelivery(
@@ -298,7 +321,8 @@ async function _record(deps: DeliveryDeps, delivery: _Delivery, outcome: Attempt
 /**
  * Sends the brand's destination a signed test POST, `{destination, test: true, deliveries: []}`,
  * at once (counted against the brand's delivery rate; `throttled` past it) and answers how it
- * went; nothing is recorded or retried. Null when the destination is not the scope's.
+ * went; nothing is recorded or retried. A secret that cannot be opened is a failed outcome with
+ * no POST. Null when the destination is not the scope's.
  */
 export async function sendTestDelivery(
   deps: DeliveryDeps,
@@ -309,6 +333,11 @@ export async function sendTestDelivery(
     select id, brand_id, scope, url, secret, segments, cursor
     from destinations where scope = ${scope} and id = ${id}`;
   if (!destination) return null;
+  const deliveryId = `test_${deps.newId()}`;
+  const secret = await openSigningSecret(deps, destination);
+  if (!secret.ok) {
+    return { ok: false, status: null, error: secret.error, deliveryId, durationMs: 0 };
+  }
   const now = deps.now();
   if (!await takeDeliverySlot(deps.kv, destination.brand_id, now, deps.settings.ratePerMinute)) {
     throw new DomainError(
@@ -318,9 +347,13 @@ export async function sendTestDelivery(
       { retryAfterSeconds: 60 - now.getUTCSeconds() },
     );
   }
-  const deliveryId = `test_${deps.newId()}`;
   const payload = JSON.stringify({ destination: id, test: true, deliveries: [] });
   const started = performance.now();
-  const outcome = await postDelivery(deps, destination, deliveryId, payload);
+  const outcome = await postDelivery(
+    deps,
+    { url: destination.url, secret: secret.secret },
+    deliveryId,
+    payload,
+  );
   return { ...outcome, deliveryId, durationMs: Math.round(performance.now() - started) };
 }

@@ -5,12 +5,15 @@
  * ingest queue is configured (Deno KV's queue or the outbox), and on Deno Deploy main.ts's
  * one-minute cron makes a pass too when no instance is alive. A pass that fails (the database
  * is down) is logged and the next one tries again: nothing is lost, since a change leaves the log
- * only by becoming a delivery, and a delivery is done only once a receiver answered 2xx.
+ * only by becoming a delivery, and a delivery is done only once a receiver answered 2xx. Before
+ * its first pass, the timer seals the signing secrets that rows written before secrets were
+ * sealed still hold in plaintext (destination_secret.ts), delivering or not.
  *
  * @module
  */
 import { log } from "../log.ts";
 import { deliverDue, type DeliveryDeps } from "./delivery.ts";
+import { sealPlaintextSecrets } from "./destination_secret.ts";
 
 /** A running delivery timer. */
 export interface DeliveryLoop {
@@ -26,8 +29,15 @@ export function startDeliveryLoop(deps: DeliveryDeps): DeliveryLoop {
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let failures = 0;
+  let sealed = false;
+  const sealOnce = async () => {
+    if (sealed) return;
+    const count = await sealPlaintextSecrets(deps);
+    sealed = true;
+    if (count > 0) log("info", "destination signing secrets sealed", { destinations: count });
+  };
   const pass = () => {
-    running ??= deliverDue(deps).then(
+    running ??= sealOnce().then(() => deliverDue(deps)).then(
       () => void (failures = 0),
       (err) => {
         // One line per outage, then every 100th failed pass.

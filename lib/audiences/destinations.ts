@@ -1,13 +1,14 @@
 /**
  * A brand's webhook destinations: define, read, update, delete, and their recent deliveries
  * (docs/audiences.md#destinations). The signing secret is returned once, at creation; reads never
- * carry it. A destination starts at the end of the change log: it hears the changes made after it
+ * carry it, and its row holds it sealed (destination_secret.ts). A destination starts at the end of the change log: it hears the changes made after it
  * was defined.
  *
  * @module
  */
 import { DomainError } from "../errors.ts";
 import type { Sql, Tx } from "../store/db.ts";
+import type { TokenCipher } from "../tenancy/token_cipher.ts";
 import { parseDestinationUrl } from "./destination_url.ts";
 import { newSigningSecret } from "./webhook_signature.ts";
 
@@ -38,6 +39,8 @@ export interface DestinationDeps {
   now: () => Date;
   newId: () => string;
   settings: { allowPrivate: boolean; maxPerBrand: number };
+  /** Seals the signing secret for its row. */
+  cipher: Pick<TokenCipher, "encrypt">;
 }
 
 interface _Row {
@@ -78,6 +81,7 @@ export async function createDestination(
 ): Promise<DestinationView & { secret: string }> {
   parseDestinationUrl(input.url, deps.settings.allowPrivate);
   const secret = newSigningSecret();
+  const sealed = await deps.cipher.encrypt(secret);
   const now = deps.now();
   const id = `dst_${deps.newId()}`;
   const row = await deps.sql.begin(async (tx) => {
@@ -98,7 +102,7 @@ export async function createDestination(
         (id, brand_id, scope, name, type, url, secret, segments, required_consent, cursor,
          created_at, updated_at)
       values (${id}, ${brand.brandId}, ${brand.scope}, ${input.name}, 'webhook', ${input.url},
-        ${secret}, ${input.segments}::text[], ${input.requiredConsent ?? null},
+        ${sealed}, ${input.segments}::text[], ${input.requiredConsent ?? null},
         (select coalesce(max(seq), 0) from segment_changes), ${now}, ${now})
       returning id, name, url, segments, required_consent, created_at, updated_at`;
     return created!;

@@ -9,10 +9,13 @@
 
 const _encoder = new TextEncoder();
 
+/** How every signing secret begins (a sealed one begins `v1.`: the two never meet). */
+export const SIGNING_SECRET_PREFIX = "whsec_";
+
 /** A new signing secret: `whsec_` and 32 random bytes in base64url. */
 export function newSigningSecret(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(32));
-  return `whsec_${
+  return `${SIGNING_SECRET_PREFIX}${
     btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_")
       .replace(/=+$/, "")
   }`;

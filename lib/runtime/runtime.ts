@@ -30,6 +30,7 @@ import { createShopSyncJob } from "../shopify/shop_sync_job.ts";
 import { createPixelStitchJob, erasePixelClaims } from "../shopify/pixel_claims.ts";
 import type { Database, Sql } from "../store/db.ts";
 import { openStores } from "../store/stores.ts";
+import { lazyTokenCipher, type TokenCipher } from "../tenancy/token_cipher.ts";
 
 /** The stores, the ingest queue and the engine of one process, and how to start and stop them. */
 export interface Runtime {
@@ -41,6 +42,8 @@ export interface Runtime {
   engine: Engine;
   now: () => Date;
   newId: () => string;
+  /** Seals and opens secrets at rest (storefront tokens, destinations' signing secrets). */
+  cipher: TokenCipher;
   /**
    * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch`, `predictions_fit` and
    * `privacy_request` jobs, segment membership's hook and jobs, the minute's sweep of time-driven
@@ -68,6 +71,7 @@ export async function openRuntime(
   const now = () => new Date();
   const queue = createIngestQueue(stores.kv, config, newId);
   const hasher = lazyIdentifierHasher(stores.kv, config.tokenEncryptionKey);
+  const cipher = lazyTokenCipher(stores.kv, config.tokenEncryptionKey);
   const engine = createEmbeddedEngine({
     sql: stores.sql,
     now,
@@ -79,6 +83,7 @@ export async function openRuntime(
     now,
     newId,
     settings: config.destinations,
+    cipher,
   };
   let delivery: DeliveryLoop | null = null;
   let stopSweeps = () => {};
@@ -91,6 +96,7 @@ export async function openRuntime(
     engine,
     now,
     newId,
+    cipher,
     startForwarder(forwarderOptions = {}) {
       delivery ??= startDeliveryLoop(deliveryDeps);
       const membership = membershipForwarding(

@@ -1,11 +1,11 @@
 /**
- * Encryption of storefront access tokens at rest.
+ * Encryption of secrets at rest: storefront access tokens and destinations' signing secrets.
  *
  * @module
  */
 import { tokenEncryptionSecretKey } from "../store/kv_keys.ts";
 
-/** Encrypts storefront access tokens at rest (AES-256-GCM, random 96-bit IV per value). */
+/** Encrypts secrets at rest (AES-256-GCM, random 96-bit IV per value): `v1.<iv>.<sealed>`. */
 export interface TokenCipher {
   encrypt(plaintext: string): Promise<string>;
   decrypt(ciphertext: string): Promise<string>;
@@ -41,6 +41,25 @@ export async function openTokenCipher(
       );
       return new TextDecoder().decode(opened);
     },
+  };
+}
+
+/**
+ * {@linkcode openTokenCipher} opened on first use: what the runtime builds before the stores are
+ * read, and hands to every module that seals or opens a secret.
+ */
+export function lazyTokenCipher(kv: Deno.Kv, configuredKey: string | undefined): TokenCipher {
+  let opening: Promise<TokenCipher> | null = null;
+  const open = () => {
+    opening ??= openTokenCipher(kv, configuredKey).catch((err) => {
+      opening = null;
+      throw err;
+    });
+    return opening;
+  };
+  return {
+    encrypt: async (plaintext) => await (await open()).encrypt(plaintext),
+    decrypt: async (ciphertext) => await (await open()).decrypt(ciphertext),
   };
 }
 

@@ -3,7 +3,8 @@
  * server is killed with SIGKILL while the membership changes of accepted events are being
  * written (events applied, their `membership_update` jobs pending), then started again. Every
  * profile's membership ends up exactly as its properties say, and the change feed holds each
- * entry and exit once, in order: nothing lost, nothing duplicated.
+ * entry and exit once, in order: nothing lost, nothing duplicated. On both ingest queues: Deno
+ * KV's queue and the outbox (Deno Deploy's).
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
@@ -17,13 +18,16 @@ const _PROFILES = 1_500;
 /** Events per request (the async door's limit). */
 const _PER_REQUEST = 50;
 
-Deno.test({
-  name: "membership: kill -9 while changes are written; members and feed exact after restart",
-  ignore: _unavailable !== null,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  fn: _scenario,
-});
+for (const ingestQueue of ["kv", "outbox"] as const) {
+  Deno.test({
+    name: `membership (${ingestQueue} queue): kill -9 while changes are written; ` +
+      "members and feed exact after restart",
+    ignore: _unavailable !== null,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: () => _scenario(ingestQueue),
+  });
+}
 
 /** A profile's properties after a round: what its segments are decided on. */
 interface _State {
@@ -31,7 +35,7 @@ interface _State {
   spend: number;
 }
 
-async function _scenario() {
+async function _scenario(ingestQueue: "kv" | "outbox") {
   const pg = await startPrivatePostgres();
   const dir = await Deno.makeTempDir({ prefix: "cdp-membership-" });
   const port = freePort();
@@ -41,7 +45,7 @@ async function _scenario() {
     KV_PATH: `${dir}/kv.sqlite3`,
     PORT: String(port),
     NO_COLOR: "1",
-    INGEST_QUEUE: "kv",
+    INGEST_QUEUE: ingestQueue,
   };
   const base = `http://127.0.0.1:${port}`;
   let service = _spawn(env);

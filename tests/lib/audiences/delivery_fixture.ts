@@ -12,6 +12,7 @@ import { createDestination } from "../../../lib/audiences/destinations.ts";
 import { createSegment, segmentId } from "../../../lib/engine/segments.ts";
 import type { DestinationSettings } from "../../../lib/config.ts";
 import type { Sql } from "../../../lib/store/db.ts";
+import { lazyTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { type TestContext, withContext } from "../../test_support.ts";
 import { type Receiver, startReceiver } from "./webhook_receiver.ts";
 
@@ -38,6 +39,7 @@ export function deliveryDeps(
     now: () => new Date(),
     newId: monotonicFactory(),
     settings: { ...TEST_SETTINGS, ...settings },
+    cipher: lazyTokenCipher(kv, undefined),
   };
 }
 
