@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { adminCli, eventuallyNamed, ROOT } from "./fault_support.ts";
+import { adminCli, eventuallyNamed, killService, spawnService } from "./fault_support.ts";
 import { freePort, privatePostgresUnavailable, startPrivatePostgres } from "./private_postgres.ts";
 import { startReceiver } from "../lib/audiences/webhook_receiver.ts";
 
@@ -42,7 +42,7 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     DESTINATION_TIMEOUT_MS: "2000",
   };
   const base = `http://127.0.0.1:${port}`;
-  let service = _spawn(env);
+  let service = spawnService(env);
   const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
     const brand = await adminCli(env, [
@@ -113,9 +113,9 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     await qualify(range(0, 10));
     await eventuallyNamed("failed attempts", () => receiver.received.length >= 2);
     // 2. kill -9 while deliveries are pending; the receiver recovers meanwhile.
-    await _kill(service);
+    await killService(service);
     receiver.respond = 200;
-    service = _spawn(env);
+    service = spawnService(env);
     await eventuallyNamed(
       "p0..p9 delivered after the restart",
       () => range(0, 10).every((p) => entered().has(p)),
@@ -142,8 +142,8 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     );
     // 4. And kill -9 right after events are accepted.
     await qualify(range(20, 30));
-    await _kill(service);
-    service = _spawn(env);
+    await killService(service);
+    service = spawnService(env);
     await eventuallyNamed(
       "p20..p29 in the log",
       async () => (await _logged(sql, segment.id)) === 30,
@@ -181,7 +181,7 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     console.error(service.log());
     throw err;
   } finally {
-    await _kill(service);
+    await killService(service);
     await sql.end({ timeout: 1 });
     await receiver.close();
     await pg.remove();
@@ -193,37 +193,4 @@ async function _logged(sql: postgres.Sql, segmentId: string): Promise<number> {
   const [row] = await sql<{ n: number }[]>`
     select count(*)::int as n from segment_changes where segment_id = ${segmentId}`;
   return row!.n;
-}
-
-interface _Process {
-  child: Deno.ChildProcess;
-  log(): string;
-  done: Promise<unknown>;
-}
-
-function _spawn(env: Record<string, string>): _Process {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", "main.ts"],
-    cwd: ROOT,
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let log = "";
-  const done = Promise.all(
-    [child.stdout, child.stderr].map((stream) =>
-      stream.pipeThrough(new TextDecoderStream()).pipeTo(
-        new WritableStream({ write: (chunk) => void (log += chunk) }),
-      )
-    ),
-  );
-  return { child, log: () => log, done };
-}
-
-async function _kill(process: _Process): Promise<void> {
-  try {
-    process.child.kill("SIGKILL");
-  } catch { /* already gone */ }
-  await process.child.status;
-  await process.done.catch(() => {});
 }

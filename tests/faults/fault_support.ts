@@ -1,6 +1,6 @@
 /**
- * What the fault tests share besides the private PostgreSQL: the operator CLI run as a process
- * of its own, and a named wait.
+ * What the fault tests share besides the private PostgreSQL: the service and the operator CLI
+ * run as processes of their own, and a named wait.
  *
  * @module
  */
@@ -34,4 +34,40 @@ export async function eventuallyNamed(
     if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** The service (`main.ts`) running in a process of its own, its output kept for a failure. */
+export interface ServiceProcess {
+  child: Deno.ChildProcess;
+  log(): string;
+  done: Promise<unknown>;
+}
+
+/** Starts `main.ts` with `env` in a process of its own. */
+export function spawnService(env: Record<string, string>): ServiceProcess {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--unstable-kv", "main.ts"],
+    cwd: ROOT,
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let log = "";
+  const done = Promise.all(
+    [child.stdout, child.stderr].map((stream) =>
+      stream.pipeThrough(new TextDecoderStream()).pipeTo(
+        new WritableStream({ write: (chunk) => void (log += chunk) }),
+      )
+    ),
+  );
+  return { child, log: () => log, done };
+}
+
+/** Kills the service with SIGKILL (a crash, not a shutdown) and waits for its end. */
+export async function killService(service: ServiceProcess): Promise<void> {
+  try {
+    service.child.kill("SIGKILL");
+  } catch { /* already gone */ }
+  await service.child.status;
+  await service.done.catch(() => {});
 }

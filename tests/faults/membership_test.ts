@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { adminCli, eventuallyNamed, ROOT } from "./fault_support.ts";
+import { adminCli, eventuallyNamed, killService, spawnService } from "./fault_support.ts";
 import { freePort, privatePostgresUnavailable, startPrivatePostgres } from "./private_postgres.ts";
 
 const _unavailable = privatePostgresUnavailable();
@@ -48,7 +48,7 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     INGEST_QUEUE: ingestQueue,
   };
   const base = `http://127.0.0.1:${port}`;
-  let service = _spawn(env);
+  let service = spawnService(env);
   const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
     const brand = await adminCli(env, [
@@ -145,10 +145,10 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
         if (Date.now() > deadline) throw new Error("no membership change written");
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      await _kill(service);
+      await killService(service);
       const total = [...expected.values()].flat().length;
       assert.ok(await logged() < total, "the kill lands while changes are still to be written");
-      service = _spawn(env);
+      service = spawnService(env);
     };
     const settled = async () => {
       const rows = await sql<{ segment_id: string; profile_id: string }[]>`
@@ -196,42 +196,9 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     console.error(service.log());
     throw err;
   } finally {
-    await _kill(service);
+    await killService(service);
     await sql.end({ timeout: 1 });
     await pg.remove();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
-}
-
-interface _Process {
-  child: Deno.ChildProcess;
-  log(): string;
-  done: Promise<unknown>;
-}
-
-function _spawn(env: Record<string, string>): _Process {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", "main.ts"],
-    cwd: ROOT,
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let log = "";
-  const done = Promise.all(
-    [child.stdout, child.stderr].map((stream) =>
-      stream.pipeThrough(new TextDecoderStream()).pipeTo(
-        new WritableStream({ write: (chunk) => void (log += chunk) }),
-      )
-    ),
-  );
-  return { child, log: () => log, done };
-}
-
-async function _kill(process: _Process): Promise<void> {
-  try {
-    process.child.kill("SIGKILL");
-  } catch { /* already gone */ }
-  await process.child.status;
-  await process.done.catch(() => {});
 }
