@@ -11,7 +11,15 @@
  */
 
 const _RETRIED = new Set<PropertyKey>(["get", "getMany", "set", "delete", "enqueue"]);
-const _ATTEMPTS = 20;
+
+/** How many times an operation KV refused as locked is tried in all. */
+export const LOCKED_ATTEMPTS = 40;
+
+// Doubling from 5 ms to 250 ms, jittered: about six seconds in all. A file that several busy
+// processes write at once can stay locked for longer than a fixed short pause allows.
+function _pauseMs(attempt: number): number {
+  return Math.min(250, 5 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+}
 
 /**
  * Opens KV at `path` (a file, `:memory:` or a KV Connect URL; undefined: the platform's default
@@ -36,14 +44,20 @@ export function withBusyRetry(kv: Deno.Kv): Deno.Kv {
   });
 }
 
-/** Runs `operation`, retrying (up to 20 times, 5-50 ms apart) while KV reports a lock. */
-export async function retryWhileLocked<T>(operation: () => Promise<T>): Promise<T> {
+/**
+ * Runs `operation`, retrying while KV reports a lock ({@linkcode LOCKED_ATTEMPTS} tries in all,
+ * `pauseMs(attempt)` apart: by default doubling from 5 to 250 ms, jittered).
+ */
+export async function retryWhileLocked<T>(
+  operation: () => Promise<T>,
+  pauseMs: (attempt: number) => number = _pauseMs,
+): Promise<T> {
   for (let attempt = 1;; attempt++) {
     try {
       return await operation();
     } catch (err) {
-      if (attempt >= _ATTEMPTS || !String(err).includes("database is locked")) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 45));
+      if (attempt >= LOCKED_ATTEMPTS || !String(err).includes("database is locked")) throw err;
+      await new Promise((resolve) => setTimeout(resolve, pauseMs(attempt)));
     }
   }
 }

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { openKv, retryWhileLocked, withBusyRetry } from "../../../lib/store/kv_store.ts";
+import {
+  LOCKED_ATTEMPTS,
+  openKv,
+  retryWhileLocked,
+  withBusyRetry,
+} from "../../../lib/store/kv_store.ts";
 
 const WORKER = `
   import { openKv } from ${
@@ -61,8 +66,16 @@ Deno.test("kv store: only lock errors are retried, and not forever", async () =>
     calls++;
     return Promise.reject(new TypeError("database is locked"));
   };
-  await assert.rejects(retryWhileLocked(locked), /database is locked/);
-  assert.equal(calls, 20);
+  const pauses: number[] = [];
+  await assert.rejects(
+    retryWhileLocked(locked, (attempt) => {
+      pauses.push(attempt);
+      return 0;
+    }),
+    /database is locked/,
+  );
+  assert.equal(calls, LOCKED_ATTEMPTS);
+  assert.deepEqual(pauses, Array.from({ length: LOCKED_ATTEMPTS - 1 }, (_, i) => i + 1));
   calls = 0;
   await assert.rejects(
     retryWhileLocked(() => {
