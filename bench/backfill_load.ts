@@ -152,7 +152,8 @@ async function main(): Promise<number> {
   const fake = startFakeBulkApi(TOKEN);
   let invalid = false;
   try {
-    const token = await (await openTokenCipher(kv, undefined)).encrypt(TOKEN);
+    const cipher = await openTokenCipher(kv, undefined);
+    const token = await cipher.encrypt(TOKEN);
     progress(`writing ${ORDERS} orders (${CUSTOMERS} customers) as bulk JSONL and NDJSON`);
     const paths = await writeFiles(tmp);
     const bytes = (await Deno.stat(paths.bulk)).size;
@@ -181,7 +182,7 @@ async function main(): Promise<number> {
           sql,
           kv,
           client: createShopifyAdmin({ adminOrigin: fake.origin, apiVersion: fake.apiVersion }),
-          tokenEncryptionKey: undefined,
+          cipher,
           now: () => new Date(),
           newId: monotonicFactory(),
           copy: true,

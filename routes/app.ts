@@ -223,7 +223,7 @@ export function createApp(
       "/",
       adminRoutes(deps, {
         commands: options.adminCommands,
-        stores: { kv: deps.kv, sql: deps.sql, database, queue: deps.queue },
+        stores: { kv: deps.kv, sql: deps.sql, database, queue: deps.queue, cipher: deps.cipher },
         token: deps.config.adminToken,
       }),
     );

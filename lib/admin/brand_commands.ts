@@ -7,7 +7,6 @@ import { monotonicFactory } from "ulid";
 import { DomainError } from "../errors.ts";
 import { apiKeyView, isLive, issueApiKey, listApiKeys, revokeApiKey } from "../tenancy/api_keys.ts";
 import { createBrand, listBrands, setBrand } from "../tenancy/brands.ts";
-import { openTokenCipher } from "../tenancy/token_cipher.ts";
 import { summarizeUsage } from "../http/usage.ts";
 import { readEventRetention, setEventRetention } from "../privacy/retention.ts";
 import { droppedEventsByDay } from "../privacy/admission.ts";
@@ -43,14 +42,13 @@ export const brandCommands: Commands = {
         beta: values.beta === true,
       };
     },
-    async run(stores, input, config) {
-      const cipher = await openTokenCipher(stores.kv, config.tokenEncryptionKey);
+    async run(stores, input) {
       const deps = {
         sql: stores.sql,
         kv: stores.kv,
         newId: monotonicFactory(),
         now: () => new Date(),
-        cipher,
+        cipher: stores.cipher,
       };
       return await createBrand(deps, input);
     },

@@ -13,15 +13,18 @@ import type { Config } from "../config.ts";
 import type { Database } from "../store/db.ts";
 import type { Stores } from "../store/stores.ts";
 import type { IngestQueue } from "../ingest/queue.ts";
+import type { TokenCipher } from "../tenancy/token_cipher.ts";
 
 /** A bad command line: the CLI prints it with the usage and exits 2. */
 export class UsageError extends Error {}
 
-/** The stores a command works on: the CLI's own, or the running service's. */
+/** The stores a command works on: the CLI's own (its runtime's), or the running service's. */
 export type CommandStores = Pick<Stores, "kv" | "sql"> & {
   database: Pick<Database, "mode">;
   /** The ingest queue (a command's job, `shop sync --background`, is sent on it). */
   queue: IngestQueue;
+  /** The runtime's cipher of secrets at rest (`brand create` seals a token, `shop sync` opens it). */
+  cipher: TokenCipher;
 };
 
 /** How a command reaches its file input, wherever it runs. */

@@ -115,7 +115,7 @@ export async function openRuntime(
           ...membership.jobs,
           // A completed backfill is new history: the brand's predictions are refitted on it.
           shop_sync: createShopSyncJob(
-            shopSyncDeps(stores, config),
+            shopSyncDeps({ ...stores, cipher }, config),
             (brandId) => enqueuePredictionsFit(queue, brandId, now()),
           ),
           pixel_stitch: createPixelStitchJob({ sql: stores.sql, now }),

@@ -9,7 +9,7 @@ import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Sql } from "../store/db.ts";
 import { productCacheKey } from "../store/kv_keys.ts";
-import { openTokenCipher, type TokenCipher } from "../tenancy/token_cipher.ts";
+import type { TokenCipher } from "../tenancy/token_cipher.ts";
 import {
   describeError,
   type Product,
@@ -39,21 +39,25 @@ export interface ProductReads {
 
 /** Builds the product reads over the app's dependencies (the client defaults to the config's). */
 export function createProductReads(
-  deps: { kv: Deno.Kv; sql: Sql; now: () => Date; config: Config; shopify?: ShopifyAdmin },
+  deps: {
+    kv: Deno.Kv;
+    sql: Sql;
+    now: () => Date;
+    config: Config;
+    cipher: Pick<TokenCipher, "decrypt">;
+    shopify?: ShopifyAdmin;
+  },
 ): ProductReads {
   const client = deps.shopify ?? shopifyAdminFromConfig(deps.config);
   const ttlMs = deps.config.productCacheTtlSeconds * 1000;
-  let cipher: Promise<TokenCipher> | undefined;
 
   async function credentials(
     brand: { brandId: string; scope: string },
     ciphertext: string,
   ): Promise<ShopifyCredentials> {
-    cipher ??= openTokenCipher(deps.kv, deps.config.tokenEncryptionKey);
     try {
-      return { shop: brand.scope, accessToken: await (await cipher).decrypt(ciphertext) };
+      return { shop: brand.scope, accessToken: await deps.cipher.decrypt(ciphertext) };
     } catch (err) {
-      cipher = undefined;
       // An operator problem (TOKEN_ENCRYPTION_KEY changed), not the brand's: 500, logged.
       throw new DomainError("internal", "The stored access token cannot be decrypted", {
         cause: err,

@@ -24,7 +24,7 @@ import { orderImport } from "../commerce/orders.ts";
 import type { Sql, Tx } from "../store/db.ts";
 import { shopSyncStateKey } from "../store/kv_keys.ts";
 import type { Stores } from "../store/stores.ts";
-import { openTokenCipher } from "../tenancy/token_cipher.ts";
+import type { TokenCipher } from "../tenancy/token_cipher.ts";
 import {
   shopifyAdminFromConfig,
   type ShopifyCredentials,
@@ -103,7 +103,8 @@ export interface ShopSyncDeps {
   sql: Sql;
   kv: Deno.Kv;
   client: ShopifyGraphql;
-  tokenEncryptionKey: string | undefined;
+  /** Opens the brand's stored access token. */
+  cipher: Pick<TokenCipher, "decrypt">;
   now: () => Date;
   newId: () => string;
   /** Insert new orders with COPY (a PostgreSQL server). */
@@ -119,9 +120,15 @@ export interface ShopSyncDeps {
   onProgress?: (progress: SyncProgress) => void;
 }
 
-/** The deps of a backfill over the service's stores and config (ids, clock, COPY on a server). */
+/**
+ * The deps of a backfill over the service's stores, its runtime's cipher and config (ids, clock,
+ * COPY on a server).
+ */
 export function shopSyncDeps(
-  stores: Pick<Stores, "sql" | "kv"> & { database: Pick<Stores["database"], "mode"> },
+  stores: Pick<Stores, "sql" | "kv"> & {
+    database: Pick<Stores["database"], "mode">;
+    cipher: Pick<TokenCipher, "decrypt">;
+  },
   config: Config,
   extra: Partial<ShopSyncDeps> = {},
 ): ShopSyncDeps {
@@ -129,7 +136,7 @@ export function shopSyncDeps(
     sql: stores.sql,
     kv: stores.kv,
     client: shopifyAdminFromConfig(config),
-    tokenEncryptionKey: config.tokenEncryptionKey,
+    cipher: stores.cipher,
     now: () => new Date(),
     newId: ulidSource(),
     copy: stores.database.mode === "postgres",
@@ -258,8 +265,10 @@ async function _credentials(deps: ShopSyncDeps, brandId: string): Promise<Shopif
   if (!row.access_token_ciphertext) {
     throw new DomainError("forbidden", `no access token is stored for ${row.shop_domain}`);
   }
-  const cipher = await openTokenCipher(deps.kv, deps.tokenEncryptionKey);
-  return { shop: row.shop_domain, accessToken: await cipher.decrypt(row.access_token_ciphertext) };
+  return {
+    shop: row.shop_domain,
+    accessToken: await deps.cipher.decrypt(row.access_token_ciphertext),
+  };
 }
 
 /**

@@ -84,6 +84,7 @@ Deno.test("requireWritableBrand: imports and backfills of a brand erased by shop
       sql: database.sql,
       database: { mode: "postgres" as const },
       queue: kvQueue(kv),
+      cipher,
     };
     await database.sql.begin((tx) =>
       closeScopeWrites(tx as unknown as Tx, "erased.myshopify.com", clock.now())

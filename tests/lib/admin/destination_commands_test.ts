@@ -15,6 +15,7 @@ async function run(ctx: TestContext, name: string, args: string[]): Promise<any>
     sql: ctx.sql,
     database: { mode: "postgres" as const },
     queue: ctx.queue,
+    cipher: ctx.deps.cipher,
   };
   return await command.run(stores, command.parse(args), ctx.config, io);
 }

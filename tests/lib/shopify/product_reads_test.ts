@@ -6,7 +6,7 @@ import { toHttpError } from "../../../lib/http/errors.ts";
 import type { Product, ShopifyAdmin } from "../../../lib/shopify/admin_client.ts";
 import { createProductReads, type ProductReads } from "../../../lib/shopify/product_reads.ts";
 import { createBrand } from "../../../lib/tenancy/brands.ts";
-import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
+import { lazyTokenCipher, openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { freshDatabase, type TestClock, testClock } from "../../test_support.ts";
 
 const newId = monotonicFactory();
@@ -77,6 +77,7 @@ async function withReads(
       sql: db.sql,
       now: clock.now,
       config,
+      cipher: lazyTokenCipher(kv, config.tokenEncryptionKey),
       shopify: fake.admin,
     });
     await fn(reads, fake, { brandId: created.id, scope: SHOP }, clock);

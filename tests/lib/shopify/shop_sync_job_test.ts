@@ -26,8 +26,9 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
   const fake = startFakeBulkApi(TOKEN);
   const clock = testClock();
   try {
+    const cipher = await openTokenCipher(kv, undefined);
     const brand = await createBrand(
-      { sql: db.sql, newId, now: clock.now, cipher: await openTokenCipher(kv, undefined) },
+      { sql: db.sql, newId, now: clock.now, cipher },
       { name: "Queued", shop: SHOP, accessToken: TOKEN },
     );
     fake.files.orders = () => jsonl(bulkOrder(1)) + jsonl(bulkLineItem(1, 0)) + jsonl(bulkOrder(2));
@@ -35,7 +36,7 @@ Deno.test("shop_sync job: enqueued, run by the forwarder through the real KV que
       sql: db.sql,
       kv,
       client: createShopifyAdmin({ adminOrigin: fake.origin, apiVersion: fake.apiVersion }),
-      tokenEncryptionKey: undefined,
+      cipher,
       now: clock.now,
       newId,
       copy: DATABASE_URL !== undefined,

@@ -44,15 +44,16 @@ async function withWorld(fn: (world: World) => Promise<void>) {
   const fake = startFakeBulkApi(TOKEN);
   const clock = testClock("2026-11-24T12:00:00.000Z");
   try {
+    const cipher = await openTokenCipher(kv, undefined);
     const brand = await createBrand(
-      { sql: db.sql, newId, now: clock.now, cipher: await openTokenCipher(kv, undefined) },
+      { sql: db.sql, newId, now: clock.now, cipher },
       { name: "History", shop: SHOP, accessToken: TOKEN, beta: true },
     );
     const deps: ShopSyncDeps = {
       sql: db.sql,
       kv,
       client: createShopifyAdmin({ adminOrigin: fake.origin, apiVersion: fake.apiVersion }),
-      tokenEncryptionKey: undefined,
+      cipher,
       now: clock.now,
       newId,
       copy: DATABASE_URL !== undefined,
