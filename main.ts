@@ -64,6 +64,7 @@ const app = createApp({
   now: runtime.now,
   newId: runtime.newId,
   cipher: runtime.cipher,
+  hasher: runtime.hasher,
   config,
   log,
 }, { adminCommands: COMMANDS });

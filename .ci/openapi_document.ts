@@ -13,6 +13,7 @@ import { createEmbeddedEngine } from "../lib/engine/embedded.ts";
 import { ulidSource } from "../lib/ids.ts";
 import { openStores } from "../lib/store/stores.ts";
 import { lazyTokenCipher } from "../lib/tenancy/token_cipher.ts";
+import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 
 const outDir = Deno.args[0];
 if (!outDir) throw new Error("usage: openapi_document.ts OUT_DIR");
@@ -35,6 +36,7 @@ try {
     newId: ulidSource(),
     config,
     cipher: lazyTokenCipher(stores.kv, config.tokenEncryptionKey),
+    hasher: lazyIdentifierHasher(stores.kv, config.tokenEncryptionKey),
   }, { adminCommands: COMMANDS });
   const documents = [["/openapi.json", "openapi"], ["/openapi.json?admin=1", "admin"]] as const;
   for (const [path, file] of documents) {

@@ -32,6 +32,7 @@ import { signSessionToken } from "../lib/tenancy/session_token.ts";
 import { issueApiKey } from "../lib/tenancy/api_keys.ts";
 import { createBrand } from "../lib/tenancy/brands.ts";
 import { lazyTokenCipher, openTokenCipher } from "../lib/tenancy/token_cipher.ts";
+import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 import { connectPostgres, type Sql } from "../lib/store/db.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { createApp } from "../routes/app.ts";
@@ -143,6 +144,7 @@ async function main(): Promise<number> {
       newId,
       config,
       cipher: lazyTokenCipher(kv, config.tokenEncryptionKey),
+      hasher: lazyIdentifierHasher(kv, config.tokenEncryptionKey),
     });
     const key = (await issueApiKey({ kv, now: () => new Date(), newId }, { brandId: a.id })).key;
     const request = async (path: string, init: RequestInit = {}) => {

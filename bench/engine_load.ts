@@ -73,6 +73,7 @@ import {
 import { queryCondition, segmentCondition } from "../lib/engine/caller_condition.ts";
 import { migrate } from "../lib/store/migrations.ts";
 import { openTokenCipher } from "../lib/tenancy/token_cipher.ts";
+import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 import { intEnv, percentile, startBenchRun, withTimeout } from "./bench_support.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -621,6 +622,7 @@ async function httpCountPair(
     newId,
     config,
     cipher,
+    hasher: lazyIdentifierHasher(kv, undefined),
   });
   const body = JSON.stringify({ condition });
   return {

@@ -23,7 +23,6 @@ import {
   offsetParam,
   pageSchema,
 } from "../lib/http/pagination.ts";
-import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 import {
   createRequest,
   exportDocument,
@@ -184,7 +183,7 @@ const download = createRoute({
 
 /** The privacy request routes. */
 export function privacyRoutes(deps: AppDeps) {
-  const hasher = lazyIdentifierHasher(deps.kv, deps.config.tokenEncryptionKey);
+  const hasher = deps.hasher;
   return newRouter()
     .openapi(create, async (c) => {
       const scope = requireScope(c);

@@ -5,7 +5,6 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
-import { lazyIdentifierHasher } from "../lib/privacy/identifiers.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
 import { parseShopDomain } from "../lib/tenancy/brands.ts";
 import { HttpError } from "../lib/http/errors.ts";
@@ -113,7 +112,7 @@ const shopifyWebhook = createRoute({
 /** POST /webhooks/shopify. */
 export function webhookRoutes(deps: AppDeps) {
   const privacy = {
-    hasher: lazyIdentifierHasher(deps.kv, deps.config.tokenEncryptionKey),
+    hasher: deps.hasher,
     queue: deps.queue,
   };
   const secret = deps.config.shopify.apiSecret;

@@ -185,10 +185,11 @@ export async function createTestContext(
   });
   const newId = monotonicFactory();
   // As the runtime builds it: privacy's admission hook drops erased and suppressed people.
+  const hasher = lazyIdentifierHasher(kv, config.tokenEncryptionKey);
   const engine = createEmbeddedEngine({
     sql: database.sql,
     now: clock.now,
-    admission: createPrivacyAdmission(lazyIdentifierHasher(kv, config.tokenEncryptionKey)),
+    admission: createPrivacyAdmission(hasher),
   });
   // Deno KV's own queue whatever INGEST_QUEUE says (the outbox has its own tests).
   const queue = createIngestQueue(queueKv ?? kv, { ...config, ingestQueue: "kv" }, newId);
@@ -201,6 +202,7 @@ export async function createTestContext(
     newId,
     config,
     cipher: lazyTokenCipher(kv, config.tokenEncryptionKey),
+    hasher,
     ...overrides,
   };
   const app = createApp(deps, { adminCommands: COMMANDS });

@@ -13,6 +13,7 @@ import type { Engine } from "../engine/engine.ts";
 import type { IngestQueue } from "../ingest/queue.ts";
 import type { ShopifyAdmin } from "../shopify/admin_client.ts";
 import type { TokenCipher } from "../tenancy/token_cipher.ts";
+import type { IdentifierHasher } from "../privacy/identifiers.ts";
 import type { AuthVariables } from "./auth.ts";
 import type { BodyVariables } from "./body_limit.ts";
 import type { RequestIdVariables } from "./request_id.ts";
@@ -35,6 +36,8 @@ export interface AppDeps {
   config: Config;
   /** Seals and opens secrets at rest (destinations' signing secrets); the runtime's. */
   cipher: TokenCipher;
+  /** The keyed hash of people's identifiers (privacy requests, redact webhooks); the runtime's. */
+  hasher: () => Promise<IdentifierHasher>;
   /** The Shopify Admin API client; built from `config` when absent. */
   shopify?: ShopifyAdmin;
   /** Where the access log goes (lib/log.ts); no access log when absent. */

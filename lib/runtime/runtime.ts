@@ -22,7 +22,7 @@ import { startForwarder } from "../ingest/forwarder.ts";
 import { createOutboxQueue } from "../ingest/outbox.ts";
 import { createKvQueue, type IngestQueue } from "../ingest/queue.ts";
 import { createPrivacyAdmission } from "../privacy/admission.ts";
-import { lazyIdentifierHasher } from "../privacy/identifiers.ts";
+import { type IdentifierHasher, lazyIdentifierHasher } from "../privacy/identifiers.ts";
 import { createPrivacyJob } from "../privacy/requests.ts";
 import type { Eraser } from "../privacy/erase.ts";
 import { shopSyncDeps } from "../shopify/shop_sync.ts";
@@ -44,6 +44,8 @@ export interface Runtime {
   newId: () => string;
   /** Seals and opens secrets at rest (storefront tokens, destinations' signing secrets). */
   cipher: TokenCipher;
+  /** The keyed hash of people's identifiers (privacy blocks, requests), opened on first use. */
+  hasher: () => Promise<IdentifierHasher>;
   /**
    * Starts the forwarder on the queue (with the `shop_sync`, `pixel_stitch`, `predictions_fit` and
    * `privacy_request` jobs, segment membership's hook and jobs, the minute's sweep of time-driven
@@ -97,6 +99,7 @@ export async function openRuntime(
     now,
     newId,
     cipher,
+    hasher,
     startForwarder(forwarderOptions = {}) {
       delivery ??= startDeliveryLoop(deliveryDeps);
       const membership = membershipForwarding(
