@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { adminCli, eventuallyNamed, killService, spawnService } from "./fault_support.ts";
+import { brandApi, eventuallyNamed, killService, spawnService } from "./fault_support.ts";
 import { freePort, privatePostgresUnavailable, startPrivatePostgres } from "./private_postgres.ts";
 import { startReceiver } from "../lib/audiences/webhook_receiver.ts";
 
@@ -45,28 +45,7 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
   let service = spawnService(env);
   const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
   try {
-    const brand = await adminCli(env, [
-      "brand",
-      "create",
-      "--name",
-      "D",
-      "--shop",
-      "d.myshopify.com",
-    ]);
-    const { key } = await adminCli(env, ["key", "issue", "--brand", String(brand.id)]);
-    const api = (path: string, init: RequestInit = {}) =>
-      fetch(`${base}${path}`, {
-        ...init,
-        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-        signal: AbortSignal.timeout(10_000),
-      });
-    await eventuallyNamed("the service is healthy", async () => {
-      try {
-        return (await api("/healthz").then((r) => (r.body?.cancel(), r.status))) === 200;
-      } catch {
-        return false;
-      }
-    });
+    const api = await brandApi(env, base, { name: "D", shop: "d.myshopify.com" });
     const segment = await (await api("/cdp/segments", {
       method: "POST",
       body: JSON.stringify({

@@ -71,3 +71,40 @@ export async function killService(service: ServiceProcess): Promise<void> {
   await service.child.status;
   await service.done.catch(() => {});
 }
+
+/** A JSON request to the service with the brand's key. */
+export type ServiceApi = (path: string, init?: RequestInit) => Promise<Response>;
+
+/**
+ * Creates a brand on `shop` and a key for it with the operator CLI, then waits until the service
+ * at `base` answers `/healthz`; answers the brand's API caller.
+ */
+export async function brandApi(
+  env: Record<string, string>,
+  base: string,
+  brand: { name: string; shop: string },
+): Promise<ServiceApi> {
+  const created = await adminCli(env, [
+    "brand",
+    "create",
+    "--name",
+    brand.name,
+    "--shop",
+    brand.shop,
+  ]);
+  const { key } = await adminCli(env, ["key", "issue", "--brand", String(created.id)]);
+  const api: ServiceApi = (path, init = {}) =>
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      signal: AbortSignal.timeout(10_000),
+    });
+  await eventuallyNamed("the service is healthy", async () => {
+    try {
+      return (await api("/healthz").then((r) => (r.body?.cancel(), r.status))) === 200;
+    } catch {
+      return false;
+    }
+  });
+  return api;
+}
