@@ -137,7 +137,7 @@ async function drain(
     let updatesQueued = 0;
     let updatesDone = 0;
     const membership = membershipForwarding(
-      membershipDeps({ sql, config: { queryTimeoutMs: 10_000 }, now, newId }),
+      membershipDeps({ sql, config: { queryTimeoutMs: 10_000 }, now }),
       {
         kv,
         send: (message, options) => {
@@ -330,7 +330,7 @@ async function benchSweep(sql: Sql, url: string) {
   progress(`sweep: seeding ${SWEEP_PROFILES} profiles`);
   await seedProfiles(sql, SWEEP_PROFILES, clock);
   await defineSegments(sql, SWEEP_SCOPE, clock);
-  const deps = membershipDeps({ sql, config: { queryTimeoutMs: 10_000 }, now: () => clock, newId });
+  const deps = membershipDeps({ sql, config: { queryTimeoutMs: 10_000 }, now: () => clock });
   const fill = performance.now();
   const filled = await sweepTimeDriven({ ...deps, refreshTimeoutMs: 600_000 });
   const fillSeconds = (performance.now() - fill) / 1000;

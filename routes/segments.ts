@@ -328,6 +328,14 @@ const changes = createRoute({
 /** How long a change feed's cursor stays redeemable: a consumer may poll rarely. */
 const _FEED_CURSOR_TTL_MS = 30 * 86_400_000;
 
+/** A change feed cursor: the feed position read up to (`seq`: one minted before migration 28). */
+type _FeedCursor = { position: string } | { seq: string };
+
+/** The position a feed cursor resumes after (a `seq` was the row of a one-change row). */
+function _feedPosition(cursor: _FeedCursor): string {
+  return "position" in cursor ? cursor.position : String(BigInt(cursor.seq) * 1024n);
+}
+
 /**
  * Segments: define, read, update, list, members and export. Members and export are heavy reads,
  * bounded per brand by `heavyReads`.
@@ -434,19 +442,19 @@ export function segmentRoutes(deps: AppDeps, options: { heavyReads: BrandConcurr
         resource: segment.id,
       };
       const feedCursors = { ...cursorDeps, ttlMs: _FEED_CURSOR_TTL_MS };
-      const afterSeq = query.cursor === undefined
+      const after = query.cursor === undefined
         ? "0"
-        : (await readCursor<{ seq: string }>(feedCursors, query.cursor, binding)).seq;
+        : _feedPosition(await readCursor<_FeedCursor>(feedCursors, query.cursor, binding));
       const page = await readChanges(deps.sql, {
         scope,
         segmentId: segment.id,
-        afterSeq,
+        after,
         limit: query.limit,
       });
       // Polling an unchanged feed hands back the same cursor rather than minting one per poll.
       const nextCursor = query.cursor !== undefined && page.list.length === 0
         ? query.cursor
-        : await mintCursor(feedCursors, binding, { seq: page.lastSeq });
+        : await mintCursor(feedCursors, binding, { position: page.last });
       return c.json({ list: page.list, nextCursor, scope }, 200);
     })
     .openapi(exportRoute, async (c) => {

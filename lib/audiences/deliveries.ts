@@ -102,8 +102,8 @@ export async function destinationsHealth(
         where x.destination_id = d.id and x.last_error is not null
         order by x.id desc limit 1) as "lastError",
       (select count(*)::int from segment_changes c
-        where c.scope = d.scope and c.segment_id = any(d.segments) and c.seq > d.cursor)
-        as backlog
+        where c.scope = d.scope and c.segment_id = any(d.segments)
+          and c.feed_seq >= segment_feed_seq(d.cursor) and c.position > d.cursor) as backlog
     from destinations d where d.scope = ${scope} order by d.id`;
   return rows.map(({ last, ...row }) => ({ ...row, lastDeliveredAt: last?.toISOString() ?? null }));
 }

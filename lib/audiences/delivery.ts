@@ -92,7 +92,8 @@ export async function deliverDue(deps: DeliveryDeps): Promise<number> {
             where x.destination_id = d.id and x.status = 'pending')
           and exists (
             select 1 from segment_changes c
-            where c.scope = d.scope and c.segment_id = any(d.segments) and c.seq > d.cursor)))`;
+            where c.scope = d.scope and c.segment_id = any(d.segments)
+              and c.feed_seq >= segment_feed_seq(d.cursor) and c.position > d.cursor)))`;
   let posts = 0;
   const queue = due.map((row) => row.id);
   await Promise.all(
@@ -172,7 +173,7 @@ async function _head(sql: Sql, destinationId: string): Promise<_Delivery | null>
   const [row] = await sql<_Delivery[]>`
     select id, payload, attempts, next_attempt_at, retry_until from destination_deliveries
     where destination_id = ${destinationId} and status = 'pending'
-    order by first_seq limit 1`;
+    order by first_position limit 1`;
   return row ?? null;
 }
 
@@ -198,16 +199,16 @@ async function _nextBatch(
       : consentGrantedSql(tx, current.required_consent, now);
     for (let cursor = current.cursor;;) {
       const scanned = await tx<(_Change & { consented: boolean })[]>`
-        select c.seq, c.id, c.segment_id, c.profile_id, c.change, c.at,
+        select c.position, c.id, c.segment_id, c.profile_id, c.change, c.at,
           s.name as segment_name, p.properties, coalesce(${consented}, false) as consented
         from segment_changes c
         left join segments s on s.scope = c.scope and s.id = c.segment_id
         left join profiles p on p.scope = c.scope and p.item_id = c.profile_id
         where c.scope = ${destination.scope} and c.segment_id = any(${current.segments}::text[])
-          and c.seq > ${cursor}
-        order by c.seq limit ${MAX_BATCH}`;
+          and c.feed_seq >= segment_feed_seq(${cursor}::bigint) and c.position > ${cursor}::bigint
+        order by c.feed_seq, c.position limit ${MAX_BATCH}`;
       if (scanned.length === 0) return null;
-      const last = scanned.at(-1)!.seq;
+      const last = scanned.at(-1)!.position;
       await tx`update destinations set cursor = ${last} where id = ${destination.id}`;
       const changes = scanned.filter((c) => c.consented);
       if (changes.length === 0) {
@@ -227,17 +228,19 @@ async function _nextBatch(
       });
       const retryUntil = new Date(now.getTime() + deps.settings.retryMs);
       await tx`
-        insert into destination_deliveries (id, destination_id, scope, payload, count, first_seq,
-          last_seq, status, created_at, next_attempt_at, retry_until)
+        insert into destination_deliveries (id, destination_id, scope, payload, count,
+          first_position, last_position, status, created_at, next_attempt_at, retry_until)
         values (${id}, ${destination.id}, ${destination.scope}, ${payload}, ${changes.length},
-          ${changes[0]!.seq}, ${changes.at(-1)!.seq}, 'pending', ${now}, ${now}, ${retryUntil})`;
+          ${changes[0]!.position}, ${
+        changes.at(-1)!.position
+      }, 'pending', ${now}, ${now}, ${retryUntil})`;
       return { id, payload, attempts: 0, next_attempt_at: now, retry_until: retryUntil };
     }
   });
 }
 
 interface _Change {
-  seq: string;
+  position: string;
   id: string;
   segment_id: string;
   profile_id: string;

@@ -96,14 +96,15 @@ export async function createDestination(
           "(MAX_DESTINATIONS_PER_BRAND); delete one or update one instead",
       );
     }
-    // Starts at the log's end: the changes from now on.
+    // Starts at the feed's end (the last position of its last row): the changes from now on.
     const [created] = await tx<_Row[]>`
       insert into destinations
         (id, brand_id, scope, name, type, url, secret, segments, required_consent, cursor,
          created_at, updated_at)
       values (${id}, ${brand.brandId}, ${brand.scope}, ${input.name}, 'webhook', ${input.url},
         ${sealed}, ${input.segments}::text[], ${input.requiredConsent ?? null},
-        (select coalesce(max(seq), 0) from segment_changes), ${now}, ${now})
+        (select coalesce(segment_feed_position(max(seq), 1024), 0) from segment_feed), ${now},
+        ${now})
       returning id, name, url, segments, required_consent, created_at, updated_at`;
     return created!;
   });

@@ -21,22 +21,43 @@ export interface ErasedPerson {
 export async function eraseFromAudiences(
   tx: Tx,
   person: ErasedPerson,
-  clock: { now: () => Date; newId: () => string },
+  clock: { now: () => Date },
 ): Promise<Record<string, number>> {
   const ids = [...person.profileIds];
   if (ids.length === 0) return { memberships: 0, changes: 0, deliveries: 0 };
   await lockMembership(tx, person.scope);
-  const changes = await tx`
-    delete from segment_changes
-    where scope = ${person.scope} and profile_id = any(${ids}::text[])`;
+  const changes = await _eraseFeedEntries(tx, person.scope, ids);
   const deliveries = await _scrubDeliveries(tx, person.scope, ids);
   const memberships = await exitProfiles(tx, {
     scope: person.scope,
     profileIds: ids,
     now: clock.now(),
-    newId: clock.newId,
   });
-  return { memberships, changes: changes.count, deliveries };
+  return { memberships, changes, deliveries };
+}
+
+/**
+ * Blanks the person's entries in the scope's feed rows (null: the other entries keep their
+ * positions, so cursors and ids stay valid); a row left blank is deleted. Answers the entries.
+ */
+async function _eraseFeedEntries(tx: Tx, scope: string, ids: string[]): Promise<number> {
+  const [row] = await tx<{ n: number }[]>`
+    with hit as (
+      select f.seq,
+        array(select case when e.p = any(${ids}::text[]) then null else e.p end
+              from unnest(f.profile_ids) with ordinality as e(p, n) order by e.n) as kept,
+        (select count(*) from unnest(f.profile_ids) as e(p) where e.p = any(${ids}::text[]))
+          as erased
+      from segment_feed f
+      where f.scope = ${scope} and f.profile_ids && ${ids}::text[]),
+    blank as (
+      delete from segment_feed f using hit h
+      where f.seq = h.seq and cardinality(array_remove(h.kept, null)) = 0),
+    kept as (
+      update segment_feed f set profile_ids = h.kept from hit h
+      where f.seq = h.seq and cardinality(array_remove(h.kept, null)) > 0)
+    select coalesce(sum(erased), 0)::int as n from hit`;
+  return row!.n;
 }
 
 interface _Payload {

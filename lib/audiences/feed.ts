@@ -15,20 +15,21 @@ export interface FeedChange {
 }
 
 /**
- * At most `limit` changes of the segment after position `afterSeq` ("0": from the start), in
- * the order they were committed, and the position after the last one (`afterSeq` when none).
+ * At most `limit` changes of the segment after feed position `after` ("0": from the start), in
+ * the order they were committed, and the position of the last one (`after` when none).
  */
 export async function readChanges(
   sql: Sql,
-  input: { scope: string; segmentId: string; afterSeq: string; limit: number },
-): Promise<{ list: FeedChange[]; lastSeq: string }> {
+  input: { scope: string; segmentId: string; after: string; limit: number },
+): Promise<{ list: FeedChange[]; last: string }> {
   const rows = await sql<
-    { seq: string; id: string; profile_id: string; change: "entered" | "exited"; at: Date }[]
+    { position: string; id: string; profile_id: string; change: "entered" | "exited"; at: Date }[]
   >`
-    select seq::text as seq, id, profile_id, change, at from segment_changes
+    select position::text as position, id, profile_id, change, at from segment_changes
     where scope = ${input.scope} and segment_id = ${input.segmentId}
-      and seq > ${input.afterSeq}::bigint
-    order by seq
+      and feed_seq >= segment_feed_seq(${input.after}::bigint)
+      and position > ${input.after}::bigint
+    order by feed_seq, position
     limit ${input.limit}`;
   return {
     list: rows.map((row) => ({
@@ -37,7 +38,7 @@ export async function readChanges(
       change: row.change,
       at: row.at.toISOString(),
     })),
-    lastSeq: rows.at(-1)?.seq ?? input.afterSeq,
+    last: rows.at(-1)?.position ?? input.after,
   };
 }
 
@@ -61,9 +62,11 @@ export async function membershipHistory(
   const start = new Date(end - (input.days - 1) * 86_400_000);
   const rows = await sql<{ day: string; entered: number; exited: number }[]>`
     select to_char(date_trunc('day', at at time zone 'UTC'), 'YYYY-MM-DD') as day,
-           count(*) filter (where change = 'entered')::int as entered,
-           count(*) filter (where change = 'exited')::int as exited
-    from segment_changes
+           coalesce(sum(cardinality(array_remove(profile_ids, null)))
+                      filter (where change = 'entered'), 0)::int as entered,
+           coalesce(sum(cardinality(array_remove(profile_ids, null)))
+                      filter (where change = 'exited'), 0)::int as exited
+    from segment_feed
     where scope = ${input.scope} and segment_id = ${input.segmentId} and at >= ${start}
     group by 1`;
   const byDay = new Map(rows.map((row) => [row.day, row]));

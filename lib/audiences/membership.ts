@@ -20,7 +20,6 @@ import { appendChanges, lockMembership, type MembershipChange } from "./changes.
 export interface MembershipDeps {
   sql: Sql;
   now: () => Date;
-  newId: () => string;
   /**
    * The brand's share and time budget for evaluating its conditions: the touched profiles of a
    * group are evaluated within it.
@@ -67,7 +66,7 @@ export async function updateMembership(
         if (!skip.has(segmentId)) changes.push({ segmentId, profileId, change: "exited", at: now });
       }
     }
-    await appendChanges(tx, scope, changes, deps.newId);
+    await appendChanges(tx, scope, changes);
     return changes;
   }) as MembershipChange[];
 }
@@ -94,11 +93,11 @@ async function _withMerged(
       union
       select a.alias_id from profile_aliases a join roots r on a.profile_id = r.id
       where a.scope = ${scope}
-        and exists (select 1 from segment_members m
+        and exists (select 1 from profile_segments m
                     where m.scope = ${scope} and m.profile_id = a.alias_id))
-    select i.id, array(select m.segment_id from segment_members m
-                       where m.scope = ${scope} and m.profile_id = i.id) as held
-    from all_ids i`;
+    select i.id, coalesce(array(select jsonb_object_keys(m.segments)), '{}') as held
+    from all_ids i
+    left join profile_segments m on m.scope = ${scope} and m.profile_id = i.id`;
   return rows.sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
@@ -131,14 +130,14 @@ export async function refreshSegment(
           ? tx`
         select 'entered' as change, p.item_id as profile_id from profiles p
         where p.scope = ${scope} and ${holds()}
-          and not exists (select 1 from segment_members m
-                          where m.scope = ${scope} and m.segment_id = ${segmentId}
-                            and m.profile_id = p.item_id)
+          and not exists (select 1 from profile_segments m
+                          where m.scope = ${scope} and m.profile_id = p.item_id
+                            and m.segments ? ${segmentId})
         union all`
           : tx``
       }
-        select 'exited' as change, m.profile_id from segment_members m
-        where m.scope = ${scope} and m.segment_id = ${segmentId}
+        select 'exited' as change, m.profile_id from profile_segments m
+        where m.scope = ${scope} and m.segments ? ${segmentId}
           ${
         holds
           ? tx`and not exists (select 1 from profiles p
@@ -153,7 +152,7 @@ export async function refreshSegment(
         change: row.change,
         at: now,
       }));
-      await appendChanges(tx, scope, changes, deps.newId);
+      await appendChanges(tx, scope, changes);
       const entered = changes.filter((c) => c.change === "entered").length;
       return { entered, exited: changes.length - entered };
     }) as { entered: number; exited: number };
@@ -182,14 +181,15 @@ function _compiled(tx: Tx, condition: Condition, scope: string, now: Date) {
  */
 export async function exitProfiles(
   tx: Tx,
-  input: { scope: string; profileIds: readonly string[]; now: Date; newId: () => string },
+  input: { scope: string; profileIds: readonly string[]; now: Date },
 ): Promise<number> {
   if (input.profileIds.length === 0) return 0;
   await lockMembership(tx, input.scope);
   const rows = await tx<{ segment_id: string; profile_id: string }[]>`
-    select segment_id, profile_id from segment_members
-    where scope = ${input.scope} and profile_id = any(${[...input.profileIds]}::text[])
-    order by profile_id, segment_id`;
+    select s.segment_id, m.profile_id from profile_segments m
+    cross join lateral jsonb_object_keys(m.segments) as s(segment_id)
+    where m.scope = ${input.scope} and m.profile_id = any(${[...input.profileIds]}::text[])
+    order by m.profile_id, s.segment_id`;
   await appendChanges(
     tx,
     input.scope,
@@ -199,7 +199,6 @@ export async function exitProfiles(
       change: "exited" as const,
       at: input.now,
     })),
-    input.newId,
   );
   return rows.length;
 }

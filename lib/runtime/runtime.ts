@@ -103,7 +103,7 @@ export async function openRuntime(
     startForwarder(forwarderOptions = {}) {
       delivery ??= startDeliveryLoop(deliveryDeps);
       const membership = membershipForwarding(
-        membershipDeps({ sql: stores.sql, config, now, newId }),
+        membershipDeps({ sql: stores.sql, config, now }),
         queue,
       );
       stopSweeps = startSweepTimer(queue, now);
@@ -127,7 +127,7 @@ export async function openRuntime(
             now,
             hasher,
             exportBudget: privacyExportBudget(config),
-            erasers: privacyErasers({ now, newId }),
+            erasers: privacyErasers({ now }),
           }),
           predictions_fit: createPredictionsFitJob({
             sql: stores.sql,
@@ -177,7 +177,7 @@ export function createIngestQueue(
  * person's audiences (memberships, change history, destination deliveries) and storefront claims.
  */
 export function privacyErasers(
-  clock: { now: () => Date; newId: () => string },
+  clock: { now: () => Date },
 ): Record<string, Eraser> {
   return {
     audiences: (tx, person) => eraseFromAudiences(tx, person, clock),
@@ -194,13 +194,12 @@ const _REFRESH_TIMEOUT_MS = 55_000;
  * profiles of a group.
  */
 export function membershipDeps(
-  deps: { sql: Sql; config: Pick<Config, "queryTimeoutMs">; now: () => Date; newId: () => string },
+  deps: { sql: Sql; config: Pick<Config, "queryTimeoutMs">; now: () => Date },
 ): MembershipDeps {
   const shares = new KeyedSemaphore(heavyReadsPerBrand(deps.sql.options.max));
   return {
     sql: deps.sql,
     now: deps.now,
-    newId: deps.newId,
     budget: (scope) => ({
       permit: () => shares.tryAcquire(scope),
       timeoutMs: deps.config.queryTimeoutMs,

@@ -398,8 +398,8 @@ function _effect(
         await tx`delete from segments where scope = ${scope}`;
         await tx`delete from pixel_claims where scope = ${scope}`;
         // Who was in which segment, and when they entered or left: nobody is told any more.
-        await tx`delete from segment_members where scope = ${scope}`;
-        await tx`delete from segment_changes where scope = ${scope}`;
+        await tx`delete from profile_segments where scope = ${scope}`;
+        await tx`delete from segment_feed where scope = ${scope}`;
         await tx`delete from destination_deliveries where scope = ${scope}`;
         // The brand's privacy requests hold identifiers, its exports personal data (the audit,
         // keyed hashes only, and the suppressions stay).

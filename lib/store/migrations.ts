@@ -31,6 +31,7 @@ import { segmentMembership } from "./migrations/0024_segment_membership.ts";
 import { destinations } from "./migrations/0025_destinations.ts";
 import { privacy } from "./migrations/0026_privacy.ts";
 import { destinationConsent } from "./migrations/0027_destination_consent.ts";
+import { compactMembership } from "./migrations/0028_compact_membership.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -68,6 +69,7 @@ export const MIGRATIONS: readonly Migration[] = [
   destinations,
   privacy,
   destinationConsent,
+  compactMembership,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

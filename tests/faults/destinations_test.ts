@@ -135,7 +135,7 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     );
 
     const feed = await sql<{ id: string; profile_id: string }[]>`
-      select id, profile_id from segment_changes where segment_id = ${segment.id} order by seq`;
+      select id, profile_id from segment_changes where segment_id = ${segment.id} order by position`;
     const accepted = receiver.accepted();
     assert.deepEqual(
       new Set(accepted.map((d) => d.id)),

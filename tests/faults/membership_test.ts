@@ -160,7 +160,7 @@ async function _scenario(ingestQueue: "kv" | "outbox") {
     assert.ok(await settled(), "membership still exact");
 
     const feed = await sql<{ segment_id: string; profile_id: string; change: string }[]>`
-      select segment_id, profile_id, change from segment_changes order by seq`;
+      select segment_id, profile_id, change from segment_changes order by position`;
     const actual = new Map<string, string[]>();
     for (const c of feed) {
       const key = `${c.segment_id} ${c.profile_id}`;

@@ -907,7 +907,6 @@ function membership(ctx: TestContext) {
     sql: ctx.sql,
     config: ctx.config,
     now: ctx.clock.now,
-    newId: ctx.deps.newId,
   });
 }
 

@@ -1123,7 +1123,6 @@ Deno.test("webhooks: customers/redact's erase takes the person out of every segm
             change: "entered" as const,
             at,
           })),
-          ctx.deps.newId,
         )
       );
     }
@@ -1133,11 +1132,11 @@ Deno.test("webhooks: customers/redact's erase takes the person out of every segm
         order by 1`).map((r) => r.m),
       changes: (await ctx.sql<{ c: string }[]>`
         select change || ' ' || segment_id || ' ' || profile_id as c from segment_changes
-        where scope = ${s} order by seq`).map((r) => r.c),
+        where scope = ${s} order by position`).map((r) => r.c),
     });
     // The erase request the webhook records runs on the forwarder with the runtime's erasers.
     void startPrivacyForwarder(ctx, ctx.queue, {
-      erasers: privacyErasers({ now: ctx.clock.now, newId: ctx.deps.newId }),
+      erasers: privacyErasers({ now: ctx.clock.now }),
     });
     await ok(
       await deliver(ctx, brand, {

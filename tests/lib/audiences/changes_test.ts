@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { monotonicFactory } from "ulid";
 import { appendChanges } from "../../../lib/audiences/changes.ts";
 import { freshDatabase } from "../../test_support.ts";
 
@@ -10,21 +9,20 @@ const T2 = new Date("2026-11-21T12:01:00.000Z");
 Deno.test("appendChanges: appends the feed in order and applies it to the members", async () => {
   const db = await freshDatabase();
   try {
-    const newId = monotonicFactory();
     await db.sql.begin((tx) =>
       appendChanges(tx, A, [
         { segmentId: "s1", profileId: "p1", change: "entered", at: T1 },
         { segmentId: "s1", profileId: "p2", change: "entered", at: T1 },
         { segmentId: "s2", profileId: "p1", change: "entered", at: T1 },
-      ], newId)
+      ])
     );
     await db.sql.begin((tx) =>
-      appendChanges(tx, A, [{ segmentId: "s1", profileId: "p1", change: "exited", at: T2 }], newId)
+      appendChanges(tx, A, [{ segmentId: "s1", profileId: "p1", change: "exited", at: T2 }])
     );
     const feed = await db.sql<
       { id: string; segment_id: string; profile_id: string; change: string }[]
     >`
-      select id, segment_id, profile_id, change from segment_changes where scope = ${A} order by seq`;
+      select id, segment_id, profile_id, change from segment_changes where scope = ${A} order by position`;
     assert.deepEqual(
       feed.map((r) => [r.segment_id, r.profile_id, r.change]),
       [["s1", "p1", "entered"], ["s1", "p2", "entered"], ["s2", "p1", "entered"], [

@@ -79,7 +79,6 @@ export async function logChanges(
   scope: string,
   segment: string,
   changes: string[],
-  newId: () => string = monotonicFactory(),
 ): Promise<void> {
   await sql.begin((tx) =>
     appendChanges(
@@ -91,7 +90,6 @@ export async function logChanges(
         change: c.startsWith("+") ? "entered" as const : "exited" as const,
         at: new Date(),
       })),
-      newId,
     )
   );
 }

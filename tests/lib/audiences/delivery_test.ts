@@ -43,11 +43,11 @@ Deno.test("delivery: changes arrive signed, batched by 100, in log order, each o
       );
       const feed = await ctx.sql<{ id: string }[]>`
         select id from segment_changes where segment_id = ${vip!} and profile_id <> 'early'
-        order by seq`;
+        order by position`;
       assert.deepEqual(got.map((d) => d.id), feed.map((r) => r.id));
       assert.deepEqual(got[0]!.segment, { id: vip, name: "VIP" });
       const rows = await ctx.sql<Deliveries>`
-        select status, attempts, count, last_error from destination_deliveries order by first_seq`;
+        select status, attempts, count, last_error from destination_deliveries order by first_position`;
       assert.deepEqual(rows.map((r) => [r.status, r.attempts, r.count]), [
         ["delivered", 1, 100],
         ["delivered", 1, 100],
@@ -122,7 +122,7 @@ Deno.test("delivery: a failing receiver is retried with the same ids, later ones
     const firstOk = receiver.received.findIndex((r) => r.answered === 200);
     assert.ok(receiver.received.slice(0, firstOk).every((r) => r.json.deliveries.length === 2));
     const rows = await ctx.sql<Deliveries>`
-    select status, attempts, count, last_error from destination_deliveries order by first_seq`;
+    select status, attempts, count, last_error from destination_deliveries order by first_position`;
     assert.equal(rows[0]!.status, "delivered");
     assert.equal(rows[0]!.attempts, first.length);
     assert.equal(rows[1]!.status, "delivered");

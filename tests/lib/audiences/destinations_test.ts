@@ -17,8 +17,13 @@ Deno.test("destinations: a new one starts at the log's end; an update keeps its 
     const dest = await defineDestination(deps, { ...brand, scope }, [vip!], "https://h.example/x");
     const [row] = await ctx.sql<{ cursor: string; secret: string }[]>`
       select cursor, secret from destinations where id = ${dest.id}`;
-    const [last] = await ctx.sql<{ seq: string }[]>`select max(seq) as seq from segment_changes`;
-    assert.equal(row!.cursor, last!.seq);
+    // Past every position of the feed's last row, so none of the changes before it.
+    const [end] = await ctx.sql<{ position: string }[]>`
+      select segment_feed_position(max(seq), 1024)::text as position from segment_feed`;
+    assert.equal(row!.cursor, end!.position);
+    const [seen] = await ctx.sql<{ n: number }[]>`
+      select count(*)::int as n from segment_changes where position > ${row!.cursor}::bigint`;
+    assert.equal(seen!.n, 0);
     // Sealed at rest (destination_secret_test.ts has the rest).
     assert.equal(await deps.cipher.decrypt(row!.secret), dest.secret);
 

@@ -1,12 +1,10 @@
 import assert from "node:assert/strict";
-import { monotonicFactory } from "ulid";
 import { eraseFromAudiences } from "../../../lib/audiences/erase.ts";
 import { appendChanges } from "../../../lib/audiences/changes.ts";
 import { freshDatabase, testClock } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
 const B = "other.myshopify.com";
-const newId = monotonicFactory();
 
 function payload(profileIds: string[]): string {
   return JSON.stringify({
@@ -34,12 +32,12 @@ Deno.test("eraseFromAudiences: the person's history and delivery entries go, one
           { segmentId: "seg_new", profileId: "p1", change: "entered", at },
           { segmentId: "seg_vip", profileId: "p2", change: "entered", at },
           { segmentId: "seg_old", profileId: "p1", change: "entered", at },
-        ], newId)
+        ])
       );
       await sql.begin((tx) =>
         appendChanges(tx, scope, [
           { segmentId: "seg_old", profileId: "p1", change: "exited", at },
-        ], newId)
+        ])
       );
     }
     await sql`
@@ -49,8 +47,8 @@ Deno.test("eraseFromAudiences: the person's history and delivery entries go, one
               array['seg_vip'], ${at}, ${at})`;
     const delivery = (id: string, ids: string[], status: string) =>
       sql`
-        insert into destination_deliveries (id, destination_id, scope, payload, count, first_seq,
-          last_seq, status, created_at, next_attempt_at, retry_until)
+        insert into destination_deliveries (id, destination_id, scope, payload, count, first_position,
+          last_position, status, created_at, next_attempt_at, retry_until)
         values (${id}, 'dst_1', ${A}, ${payload(ids)}, ${ids.length}, 1, 2, ${status}, ${at},
                 ${at}, ${at})`;
     await delivery("d_both", ["p1", "p2"], "pending");
@@ -61,13 +59,12 @@ Deno.test("eraseFromAudiences: the person's history and delivery entries go, one
     const counts = await sql.begin((tx) =>
       eraseFromAudiences(tx, { scope: A, profileIds: ["p1", "anon-1"] }, {
         now: clock.now,
-        newId,
       })
     );
     assert.deepEqual(counts, { memberships: 2, changes: 4, deliveries: 2 });
 
     const feed = await sql<{ segment_id: string; profile_id: string; change: string }[]>`
-      select segment_id, profile_id, change from segment_changes where scope = ${A} order by seq`;
+      select segment_id, profile_id, change from segment_changes where scope = ${A} order by position`;
     assert.deepEqual(feed.map((r) => `${r.change} ${r.segment_id} ${r.profile_id}`), [
       "entered seg_vip p2",
       "exited seg_new p1",

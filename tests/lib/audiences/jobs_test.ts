@@ -50,7 +50,6 @@ function membershipDeps(sql: Sql, clock: TestClock): MembershipDeps {
   return {
     sql,
     now: clock.now,
-    newId,
     budget: () => ({ permit: () => () => {}, timeoutMs: 10_000 }),
     refreshTimeoutMs: 10_000,
   };

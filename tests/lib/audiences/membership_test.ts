@@ -47,7 +47,6 @@ async function withFixture(
   const deps: MembershipDeps = {
     sql: db.sql,
     now: clock.now,
-    newId,
     budget: () => ({ permit, timeoutMs: 10_000 }),
     refreshTimeoutMs: 10_000,
   };
@@ -80,7 +79,7 @@ async function withFixture(
       async feed(scope) {
         const rows = await db.sql<{ segment_id: string; profile_id: string; change: string }[]>`
           select segment_id, profile_id, change from segment_changes
-          where scope = ${scope} order by seq`;
+          where scope = ${scope} order by position`;
         return rows.map((r) => `${r.change} ${r.segment_id.split("__").at(-1)} ${r.profile_id}`);
       },
       async define(scope, key, condition) {
@@ -187,7 +186,7 @@ Deno.test("exitProfiles: erased profiles leave every segment, in the erasing tra
     await f.setAges(A, { p1: 30, p2: 70 });
     await updateMembership(f.deps, A, ["p1", "p2"]);
     const exited = await f.sql.begin((tx) =>
-      exitProfiles(tx, { scope: A, profileIds: ["p2", "p9"], now: f.clock.now(), newId })
+      exitProfiles(tx, { scope: A, profileIds: ["p2", "p9"], now: f.clock.now() })
     );
     assert.equal(exited, 2);
     assert.deepEqual(await f.members(A, adults), ["p1"]);

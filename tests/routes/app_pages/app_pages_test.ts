@@ -673,7 +673,6 @@ Deno.test("segment page: members entered and exited per day, as the change feed 
       sql: ctx.sql,
       config: ctx.config,
       now: ctx.clock.now,
-      newId: ctx.deps.newId,
     });
     await refreshSegment(deps, a.scope!, segmentId);
     const day1 = ctx.clock.now().toISOString().slice(0, 10);
@@ -685,7 +684,6 @@ Deno.test("segment page: members entered and exited per day, as the change feed 
         scope: a.scope!,
         profileIds: leaving,
         now: ctx.clock.now(),
-        newId: ctx.deps.newId,
       })
     );
     const day2 = ctx.clock.now().toISOString().slice(0, 10);
