@@ -132,41 +132,23 @@ async function drain(
     }
     const now = () => new Date();
     const engine = createEmbeddedEngine({ sql, now });
-    // The clock stops once every event is applied and every membership update it queued is
-    // written: membership's work is counted, not left behind.
-    let updatesQueued = 0;
-    let updatesDone = 0;
     const membership = membershipForwarding(
       membershipDeps({ sql, config: { queryTimeoutMs: 10_000 }, now }),
-      {
-        kv,
-        send: (message, options) => {
-          updatesQueued++;
-          return queue.send(message, options);
-        },
-      },
+      queue,
     );
     const handle = createQueueHandler({
       queue,
       engine,
       now,
-      ...(withMembership
-        ? {
-          afterApply: membership.afterApply,
-          jobs: {
-            membership_update: async (message: unknown) => {
-              await membership.jobs.membership_update!(message);
-              updatesDone++;
-            },
-          },
-        }
-        : {}),
+      ...(withMembership ? { afterApply: membership.afterApply, jobs: membership.jobs } : {}),
     });
     const listening = kv.listenQueue(handle);
     const started = performance.now();
-    while ((await readBacklog(kv)) > 0 || updatesDone < updatesQueued) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    while ((await readBacklog(kv)) > 0) await new Promise((r) => setTimeout(r, 20));
+    // The clock stops once every event is applied and the membership updates of every group
+    // are written (a group leaves the backlog once its hook has started them): membership's
+    // work is counted, not left behind.
+    await membership.settled();
     const seconds = (performance.now() - started) / 1000;
     kv.close();
     await listening;

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import type { Tx } from "../store/db.ts";
+import { jsonParam, type Tx } from "../store/db.ts";
 
 /** One profile entering or leaving one segment. */
 export interface MembershipChange {
@@ -37,8 +37,8 @@ export async function lockMembership(tx: Tx, scope: string): Promise<void> {
 }
 
 /**
- * Appends `changes` to the feed (grouped by segment, change and time, in the order of each
- * group's first change) and applies them to the profiles' memberships, in `tx` under the scope's
+ * Appends `changes` to the feed (a row per segment, change and time, in the order of each
+ * one's first change) and applies them to the profiles' memberships, in `tx` under the scope's
  * membership lock. A call holds at most one change per segment and profile (a diff).
  */
 export async function appendChanges(
@@ -47,42 +47,52 @@ export async function appendChanges(
   changes: readonly MembershipChange[],
 ): Promise<void> {
   if (changes.length === 0) return;
-  const segments = changes.map((c) => c.segmentId);
-  const profiles = changes.map((c) => c.profileId);
-  const kinds = changes.map((c) => c.change);
-  const ats = changes.map((c) => c.at.toISOString());
+  // Grouped here rather than in SQL: sorting thousands of text keys in the database costs more
+  // than the writes themselves.
+  const rows = new Map<string, { s: string; c: string; a: string; p: string[] }[]>();
+  const profiles = new Map<string, { p: string; add: Record<string, string>; del: string[] }>();
+  for (const change of changes) {
+    const at = change.at.toISOString();
+    const key = `${change.segmentId}\n${change.change}\n${at}`;
+    let chunks = rows.get(key);
+    if (!chunks) rows.set(key, chunks = []);
+    let row = chunks.at(-1);
+    if (!row || row.p.length === FEED_ROW_ENTRIES) {
+      chunks.push(row = { s: change.segmentId, c: change.change, a: at, p: [] });
+    }
+    row.p.push(change.profileId);
+    let profile = profiles.get(change.profileId);
+    if (!profile) {
+      profiles.set(change.profileId, profile = { p: change.profileId, add: {}, del: [] });
+    }
+    if (change.change === "entered") profile.add[change.segmentId] = at;
+    else profile.del.push(change.segmentId);
+  }
   // Sent together (pipelined): the write still runs after the lock is held, one round trip
-  // fewer. One statement for the feed and the memberships: the diff crosses the wire once, and
-  // under the lock the memberships it reads are the latest.
+  // fewer. One statement for the feed and the memberships, each profile's row found by its key
+  // (never a scan of the scope's rows); under the lock it is the latest.
   await Promise.all([
     lockMembership(tx, scope),
     tx`
-      with c as materialized (
-        select * from unnest(${segments}::text[], ${profiles}::text[], ${kinds}::text[],
-                             ${ats}::text[]) with ordinality as c(segment_id, profile_id, change, at, n)),
-      grouped as (
-        select c.*, (row_number() over (partition by segment_id, change, at order by n) - 1)
-                      / ${FEED_ROW_ENTRIES} as chunk
-        from c),
-      logged as (
+      with logged as (
         insert into segment_feed (scope, segment_id, change, at, profile_ids)
-        select ${scope}, segment_id, change, at::timestamptz, array_agg(profile_id order by n)
-        from grouped group by segment_id, change, at, chunk order by min(n)),
-      diff as (
-        select profile_id,
-               coalesce(jsonb_object_agg(segment_id, at) filter (where change = 'entered'),
-                        '{}') as added,
-               coalesce(array_agg(segment_id) filter (where change = 'exited'), '{}') as removed
-        from c group by profile_id),
+        select ${scope}, r.s, r.c, r.a, r.p
+        from rows from (jsonb_to_recordset(${jsonParam(tx, [...rows.values()].flat())}::jsonb)
+                          as (s text, c text, a timestamptz, p text[]))
+          with ordinality as r(s, c, a, p, n)
+        order by r.n),
       merged as (
-        select d.profile_id, (coalesce(p.segments, '{}') - d.removed) || d.added as segments
-        from diff d left join profile_segments p
-          on p.scope = ${scope} and p.profile_id = d.profile_id),
+        select d.p, (coalesce((select m.segments from profile_segments m
+                               where m.scope = ${scope} and m.profile_id = d.p), '{}')
+                     - d.del) || d.add as segments
+        from jsonb_to_recordset(${jsonParam(tx, [...profiles.values()])}::jsonb)
+          as d(p text, add jsonb, del text[])),
       emptied as (
-        delete from profile_segments p using merged m
-        where p.scope = ${scope} and p.profile_id = m.profile_id and m.segments = '{}')
+        delete from profile_segments
+        where scope = ${scope}
+          and profile_id = any(array(select p from merged where segments = '{}')))
       insert into profile_segments (scope, profile_id, segments)
-      select ${scope}, profile_id, segments from merged where segments <> '{}'
+      select ${scope}, p, segments from merged where segments <> '{}'
       on conflict (scope, profile_id) do update set segments = excluded.segments`,
   ]);
 }

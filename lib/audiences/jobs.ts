@@ -6,9 +6,11 @@
  * deleted: its full diff) and `membership_sweep` (the time-driven segments, queued every minute
  * by {@linkcode startSweepTimer}, at most one waiting or running at a time across processes).
  *
- * The hook only queues: the forwarder's slots go on applying events while the touched profiles
- * are evaluated beside them, and the updates of one scope that wait meanwhile are evaluated
- * together (coalesce.ts), so a backlog costs fewer, larger evaluations.
+ * The hook does not wait for the evaluation: it queues the update and starts it at once beside
+ * the forwarder (eager_updates.ts: the queued job then finds it done), so the forwarder's slots
+ * go on applying events while the touched profiles are evaluated, and the updates of one scope
+ * that wait meanwhile are evaluated together (coalesce.ts): a backlog costs fewer, larger
+ * evaluations.
  *
  * @module
  */
@@ -16,6 +18,7 @@ import { log } from "../log.ts";
 import type { IngestQueue } from "../ingest/queue.ts";
 import { membershipSweepQueuedKey } from "../store/kv_keys.ts";
 import { coalesceByScope } from "./coalesce.ts";
+import { createEagerUpdates } from "./eager_updates.ts";
 import { type MembershipDeps, refreshSegment, updateMembership } from "./membership.ts";
 import { sweepTimeDriven } from "./time_driven.ts";
 
@@ -31,6 +34,8 @@ export interface MembershipUpdateMessage {
   kind: "membership_update";
   scope: string;
   profileIds: string[];
+  /** Names the sending process's eager run of the same update (eager_updates.ts). */
+  token?: string;
 }
 
 /** Profile ids per `membership_update` message: 200 ids of 255 characters fit KV's 64 KiB. */
@@ -92,6 +97,8 @@ export function startSweepTimer(
 export interface MembershipForwarding {
   afterApply(applied: { scope: string; profileIds: string[] }): Promise<void>;
   jobs: Record<string, (message: unknown) => Promise<void>>;
+  /** Resolves once the updates this process started at once have finished. */
+  settled(): Promise<void>;
 }
 
 /**
@@ -105,17 +112,26 @@ export function membershipForwarding(
   const update = coalesceByScope(async (scope, profileIds) => {
     await updateMembership(deps, scope, profileIds);
   });
+  const eager = createEagerUpdates((err) =>
+    log("warn", "membership update failed; its queued job retries it", { error: String(err) })
+  );
   return {
     async afterApply({ scope, profileIds }) {
+      const messages: MembershipUpdateMessage[] = [];
       for (let i = 0; i < profileIds.length; i += _IDS_PER_MESSAGE) {
-        const message: MembershipUpdateMessage = {
+        messages.push({
           kind: "membership_update",
           scope,
           profileIds: profileIds.slice(i, i + _IDS_PER_MESSAGE),
-        };
+          token: crypto.randomUUID(),
+        });
+      }
+      eager.start(messages.map((m) => m.token!), () => update({ scope, profileIds }));
+      for (const message of messages) {
         if (!await queue.send(message)) throw new Error("membership update not queued");
       }
     },
+    settled: () => eager.settled(),
     jobs: {
       async membership_update(message) {
         const m = message as Partial<MembershipUpdateMessage>;
@@ -123,6 +139,7 @@ export function membershipForwarding(
           log("error", "malformed membership_update message dropped");
           return;
         }
+        if (await eager.claim(m.token)) return;
         await update({ scope: m.scope, profileIds: m.profileIds.map(String) });
       },
       async segment_refresh(message) {

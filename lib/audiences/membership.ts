@@ -42,33 +42,61 @@ export async function updateMembership(
   profileIds: readonly string[],
 ): Promise<MembershipChange[]> {
   if (profileIds.length === 0) return [];
-  return await deps.sql.begin(async (tx) => {
-    // Sent together (pipelined): the read runs after the lock is held, one round trip fewer.
-    const [, rows] = await Promise.all([
-      lockMembership(tx, scope),
-      _withMerged(tx, scope, profileIds),
-    ]);
-    const ids = rows.map((row) => row.id);
-    const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
-    const now = deps.now();
-    const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), tx);
-    const changes: MembershipChange[] = [];
-    for (const profileId of ids) {
-      const { member, unknown } = decided.get(profileId)!;
-      const before = held.get(profileId) ?? new Set<string>();
-      for (const segmentId of member) {
-        if (!before.has(segmentId)) {
-          changes.push({ segmentId, profileId, change: "entered", at: now });
+  const S = ((globalThis as any).__ms ??= {
+    calls: 0,
+    ids: 0,
+    total: 0,
+    read: 0,
+    evalT: 0,
+    write: 0,
+    begin: 0,
+    changes: 0,
+  });
+  const t0 = performance.now();
+  S.calls++;
+  S.ids += profileIds.length;
+  try {
+    return await deps.sql.begin(async (tx) => {
+      const tb = performance.now();
+      S.begin += tb - t0;
+      // Sent together (pipelined): the read runs after the lock is held, one round trip fewer.
+      const [, rows] = await Promise.all([
+        lockMembership(tx, scope),
+        _withMerged(tx, scope, profileIds),
+      ]);
+      const t1 = performance.now();
+      S.read += t1 - tb;
+      const ids = rows.map((row) => row.id);
+      const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
+      const now = deps.now();
+      const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), tx);
+      const t2 = performance.now();
+      S.evalT += t2 - t1;
+      const changes: MembershipChange[] = [];
+      for (const profileId of ids) {
+        const { member, unknown } = decided.get(profileId)!;
+        const before = held.get(profileId) ?? new Set<string>();
+        for (const segmentId of member) {
+          if (!before.has(segmentId)) {
+            changes.push({ segmentId, profileId, change: "entered", at: now });
+          }
+        }
+        const skip = new Set([...member, ...unknown]);
+        for (const segmentId of before) {
+          if (!skip.has(segmentId)) {
+            changes.push({ segmentId, profileId, change: "exited", at: now });
+          }
         }
       }
-      const skip = new Set([...member, ...unknown]);
-      for (const segmentId of before) {
-        if (!skip.has(segmentId)) changes.push({ segmentId, profileId, change: "exited", at: now });
-      }
-    }
-    await appendChanges(tx, scope, changes);
-    return changes;
-  }) as MembershipChange[];
+      const t3 = performance.now();
+      await appendChanges(tx, scope, changes);
+      S.write += performance.now() - t3;
+      S.changes += changes.length;
+      return changes;
+    }) as MembershipChange[];
+  } finally {
+    S.total += performance.now() - t0;
+  }
 }
 
 /**
@@ -95,9 +123,9 @@ async function _withMerged(
       where a.scope = ${scope}
         and exists (select 1 from profile_segments m
                     where m.scope = ${scope} and m.profile_id = a.alias_id))
-    select i.id, coalesce(array(select jsonb_object_keys(m.segments)), '{}') as held
-    from all_ids i
-    left join profile_segments m on m.scope = ${scope} and m.profile_id = i.id`;
+    select i.id, array(select jsonb_object_keys(m.segments) from profile_segments m
+                       where m.scope = ${scope} and m.profile_id = i.id) as held
+    from all_ids i`;
   return rows.sort((a, b) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 

@@ -87,8 +87,8 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
 
 /**
  * Applies a group of messages of one scope and source in one transaction (a lone message through
- * `applyEvents`), dead-letters what the engine refused, retires the group from the backlog, and
- * tells `afterApply`. Throws when nothing was applied; a retry applies nothing twice.
+ * `applyEvents`), dead-letters what the engine refused, tells `afterApply`, and retires the
+ * group from the backlog. Throws when nothing was applied; a retry applies nothing twice.
  */
 async function _forwardGroup(deps: ForwarderDeps, group: EventsMessage[]): Promise<void> {
   const { engine } = deps;
@@ -100,10 +100,12 @@ async function _forwardGroup(deps: ForwarderDeps, group: EventsMessage[]): Promi
         : await engine.applyEventGroup!(group.map((message) => message.batch)),
   );
   for (const [i, message] of group.entries()) await _deadLetterRefused(deps, message, results[i]!);
+  // The hook before the retirement: a group leaves the backlog once what it maintains is under
+  // way too, so an empty backlog means every hook has run.
+  if (deps.afterApply) await _afterApply(deps, deps.afterApply, group, results);
   // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
   // nothing twice and retires the messages then.
   await deps.queue.retire(group.map((message) => message.id));
-  if (deps.afterApply) await _afterApply(deps, deps.afterApply, group, results);
 }
 
 /**

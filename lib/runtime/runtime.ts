@@ -11,7 +11,11 @@ import type { Config } from "../config.ts";
 import { deliverDue } from "../audiences/delivery.ts";
 import { type DeliveryLoop, startDeliveryLoop } from "../audiences/delivery_loop.ts";
 import { eraseFromAudiences } from "../audiences/erase.ts";
-import { membershipForwarding, startSweepTimer } from "../audiences/jobs.ts";
+import {
+  type MembershipForwarding,
+  membershipForwarding,
+  startSweepTimer,
+} from "../audiences/jobs.ts";
 import type { MembershipDeps } from "../audiences/membership.ts";
 import { heavyReadsPerBrand, KeyedSemaphore } from "../http/brand_concurrency.ts";
 import { ulidSource } from "../ids.ts";
@@ -89,6 +93,7 @@ export async function openRuntime(
   };
   let delivery: DeliveryLoop | null = null;
   let stopSweeps = () => {};
+  let membership: MembershipForwarding | null = null;
   return {
     config,
     kv: stores.kv,
@@ -102,10 +107,7 @@ export async function openRuntime(
     hasher,
     startForwarder(forwarderOptions = {}) {
       delivery ??= startDeliveryLoop(deliveryDeps);
-      const membership = membershipForwarding(
-        membershipDeps({ sql: stores.sql, config, now }),
-        queue,
-      );
+      membership = membershipForwarding(membershipDeps({ sql: stores.sql, config, now }), queue);
       stopSweeps = startSweepTimer(queue, now);
       return startForwarder({
         queue,
@@ -147,6 +149,8 @@ export async function openRuntime(
       stopSweeps();
       // Closing KV ends Deno KV's listener; the outbox's is stopped first.
       queue.stop();
+      // Updates started at once finish on the open pool (their queued jobs are the backstop).
+      await membership?.settled();
       await delivery?.stop();
       await stores.close();
     },

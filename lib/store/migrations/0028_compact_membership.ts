@@ -49,6 +49,8 @@ export const compactMembership = {
         legacy_id text
       );
       create index segment_feed_by_segment on segment_feed (scope, segment_id, seq);
+      -- Kept out of line uncompressed: compressing each row's ids costs more than the write.
+      alter table segment_feed alter column profile_ids set storage external;
       insert into segment_feed (seq, scope, segment_id, change, at, profile_ids, legacy_id)
       overriding system value
       select seq, scope, segment_id, change, at, array[profile_id], id
