@@ -25,11 +25,12 @@ export async function readChanges(
   const rows = await sql<
     { position: string; id: string; profile_id: string; change: "entered" | "exited"; at: Date }[]
   >`
-    select position::text as position, id, profile_id, change, at from segment_changes
-    where scope = ${input.scope} and segment_id = ${input.segmentId}
-      and feed_seq >= segment_feed_seq(${input.after}::bigint)
-      and position > ${input.after}::bigint
-    order by feed_seq, position
+    select c.position::text as position, c.id, c.profile_id, c.change, c.at
+    from segment_changes c
+    where c.scope = ${input.scope} and c.segment_id = ${input.segmentId}
+      and c.feed_seq >= segment_feed_seq(${input.after}::bigint)
+      and c.position > ${input.after}::bigint
+    order by c.feed_seq, c.position
     limit ${input.limit}`;
   return {
     list: rows.map((row) => ({

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { refreshSegment, updateMembership } from "../../lib/audiences/membership.ts";
 import { membershipDeps } from "../../lib/runtime/runtime.ts";
+import { mintCursor } from "../../lib/http/cursors.ts";
 import { DATABASE_URL, errorBody, type TestContext, withContext } from "../test_support.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
@@ -974,6 +975,18 @@ Deno.test("segment changes: a consumer resuming from its cursor sees every chang
     assert.deepEqual(all.list.map((c) => `${c.change} ${c.profileId}`), seen);
     assert.equal(new Set(all.list.map((c) => c.id)).size, all.list.length);
     assert.equal(all.list[0]!.at, ctx.clock.now().toISOString());
+
+    // A cursor minted before the feed was compacted held a row's seq: it resumes after that
+    // row's first position.
+    const [first] = await ctx.sql<{ seq: string }[]>`
+      select feed_seq::text as seq from segment_changes where id = ${all.list[0]!.id}`;
+    const legacy = await mintCursor(
+      { kv: ctx.kv, now: ctx.clock.now, ttlMs: 86_400_000 },
+      { brandId: a.brandId, route: "/cdp/segments/:id/changes", resource: defined.id },
+      { seq: first!.seq },
+    );
+    const resumed: FeedPage = await (await ctx.request(`${path}?cursor=${legacy}`, a.key)).json();
+    assert.deepEqual(resumed.list.map((c) => c.id), all.list.slice(1).map((c) => c.id));
   });
 });
 

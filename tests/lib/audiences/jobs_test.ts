@@ -4,6 +4,7 @@ import {
   enqueueSegmentRefresh,
   enqueueSweep,
   membershipForwarding,
+  type MembershipUpdateMessage,
 } from "../../../lib/audiences/jobs.ts";
 import type { MembershipDeps } from "../../../lib/audiences/membership.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
@@ -206,6 +207,89 @@ Deno.test("membership: a redelivered group changes nothing twice; a hook that ca
     assert.equal(row!.n, 1, "the group is applied");
     assert.deepEqual(await listDeadLetters(kv), []);
     assert.equal(await feedSize(db.sql), 1);
+  } finally {
+    kv.close();
+    await db.close();
+  }
+});
+
+Deno.test("membership: the hook writes the update at once; its job then evaluates nothing, while one elsewhere or after a failed run does", async () => {
+  const db = await freshDatabase();
+  const kv = await Deno.openKv(":memory:");
+  const clock = testClock();
+  try {
+    const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
+    const queue = createKvQueue(kv, { newId });
+    const segment = `seg__${A}__adults`;
+    await createSegment(db.sql, {
+      scope: A,
+      id: segment,
+      name: "adults",
+      condition: adults,
+      now: clock.now(),
+    });
+    const sent: MembershipUpdateMessage[] = [];
+    const capture = {
+      kv,
+      send: (message: unknown) => {
+        sent.push(message as MembershipUpdateMessage);
+        return Promise.resolve(true);
+      },
+    };
+    const membership = membershipForwarding(membershipDeps(db.sql, clock), capture);
+    const handle = createQueueHandler({
+      queue,
+      engine,
+      now: clock.now,
+      afterApply: membership.afterApply,
+    });
+    const events = (profileId: string, age: number): EventsMessage => ({
+      kind: "events",
+      id: newId(),
+      brandId: "brand_a",
+      batch: {
+        scope: A,
+        source: "server",
+        receivedAt: clock.now().toISOString(),
+        events: [ageEvent(profileId, age)],
+      },
+    });
+    await handle(events("p1", 30));
+    await membership.settled();
+    // Written with no job run: the message is only the backstop.
+    assert.deepEqual(await members(db.sql, segment), ["p1"]);
+    assert.equal(sent.length, 1);
+    assert.ok(sent[0]!.token);
+
+    // p1 turns 12 behind the hook's back: the job of the committed eager run evaluates nothing.
+    await engine.applyEvents(events("p1", 12).batch);
+    await membership.jobs.membership_update!(sent[0]);
+    assert.deepEqual(await members(db.sql, segment), ["p1"]);
+    // The same message in another process (no eager run there) evaluates p1: it leaves.
+    const elsewhere = membershipForwarding(membershipDeps(db.sql, clock), capture);
+    await elsewhere.jobs.membership_update!(sent[0]);
+    assert.deepEqual(await members(db.sql, segment), []);
+
+    // An eager run that fails leaves the update to its job.
+    let failures = 1;
+    const flaky = membershipForwarding({
+      ...membershipDeps(db.sql, clock),
+      budget: (scope) => {
+        if (failures-- > 0) throw new Error(`database busy: ${scope}`);
+        return { permit: () => () => {}, timeoutMs: 10_000 };
+      },
+    }, capture);
+    const flakyHandle = createQueueHandler({
+      queue,
+      engine,
+      now: clock.now,
+      afterApply: flaky.afterApply,
+    });
+    await flakyHandle(events("p2", 40));
+    await flaky.settled();
+    assert.deepEqual(await members(db.sql, segment), []);
+    await flaky.jobs.membership_update!(sent.at(-1));
+    assert.deepEqual(await members(db.sql, segment), ["p2"]);
   } finally {
     kv.close();
     await db.close();

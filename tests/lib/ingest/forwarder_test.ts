@@ -546,16 +546,20 @@ Deno.test("forwarder: a group that fails is applied message by message, so a fau
 });
 
 for (const kind of ["kv", "outbox"] as const) {
-  Deno.test(`forwarder (${kind} queue): afterApply gets each applied group's scope and profiles`, async () => {
+  Deno.test(`forwarder (${kind} queue): afterApply gets each applied group's scope and profiles, before the group leaves the backlog`, async () => {
     await withForwarderStores(async (kv, sql, clock) => {
       const queue = kind === "kv" ? kvQueue(kv) : createOutboxQueue(kv, { newId });
       const engine = createEmbeddedEngine({ sql, now: clock.now });
       const applied: { scope: string; profileIds: string[] }[] = [];
+      const backlogSeen: number[] = [];
       const listening = startForwarder({
         queue,
         engine,
         now: clock.now,
-        afterApply: (group) => Promise.resolve(void applied.push(group)),
+        afterApply: async (group) => {
+          backlogSeen.push(await readBacklog(kv));
+          applied.push(group);
+        },
       });
       // A refused event's profile is not among those the group touched.
       const bad: IngestEvent = { id: newId(), eventType: "not_registered", profileId: "p9" };
@@ -566,7 +570,10 @@ for (const kind of ["kv", "outbox"] as const) {
       await eventually(() => applied.length === 1);
       assert.deepEqual(applied[0]!.scope, SCOPE);
       assert.deepEqual(applied[0]!.profileIds.sort(), ["p1", "p2"]);
-      assert.equal(await readBacklog(kv), 0);
+      // The group's four events were still in the backlog when its hook ran: an empty backlog
+      // means every hook has run (what it maintains is under way).
+      assert.deepEqual(backlogSeen, [4]);
+      await eventually(async () => await readBacklog(kv) === 0);
       assert.equal(await eventCount(sql), 3);
       assert.equal((await listDeadLetters(kv)).length, 1);
       queue.stop();

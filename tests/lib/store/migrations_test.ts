@@ -11,6 +11,7 @@ import { DATABASE_URL, eventually, freshDatabase } from "../../test_support.ts";
 import { segmentCondition } from "../../../lib/engine/caller_condition.ts";
 import { injectScopePredicate } from "../../../lib/engine/conditions.ts";
 import { countMembers, getSegment, segmentView } from "../../../lib/engine/segments.ts";
+import { appendChanges } from "../../../lib/audiences/changes.ts";
 
 const PROBE: Migration = {
   version: 9999,
@@ -562,6 +563,87 @@ Deno.test("pendingMigrations: none on a migrated database, the appended one befo
     assert.deepEqual(await pendingMigrations(database.sql, [...MIGRATIONS, PROBE]), []);
     await database.sql`drop table schema_migrations`;
     assert.deepEqual(await pendingMigrations(database.sql), MIGRATIONS.map((m) => m.version));
+  } finally {
+    await database.close();
+  }
+});
+
+Deno.test("migrate: version 28 moves memberships and the feed into compact rows; ids, order and positions carry over", async () => {
+  const database = await freshDatabase();
+  const sql = database.sql;
+  const A = "acme.myshopify.com";
+  const t1 = new Date("2026-11-20T10:00:00.123Z");
+  const t2 = new Date("2026-11-21T10:00:00.000Z");
+  try {
+    // A database as the build before version 28 left it.
+    await sql.unsafe("drop schema public cascade; create schema public").simple();
+    await migrate(sql, MIGRATIONS.filter((m) => m.version < 28));
+    await sql`
+      insert into segment_members (scope, segment_id, profile_id, entered_at) values
+        (${A}, 's1', 'p1', ${t1}), (${A}, 's2', 'p1', ${t2}), (${A}, 's1', 'p2', ${t1})`;
+    const old = [
+      ["01JOLD0000000000000000000A", "s1", "p1", "entered", t1],
+      ["01JOLD0000000000000000000B", "s1", "p2", "entered", t1],
+      ["01JOLD0000000000000000000C", "s2", "p1", "entered", t2],
+      ["01JOLD0000000000000000000D", "s1", "p3", "entered", t2],
+    ] as const;
+    for (const [id, segment, profile, change, at] of old) {
+      await sql`
+        insert into segment_changes (id, scope, segment_id, profile_id, change, at)
+        values (${id}, ${A}, ${segment}, ${profile}, ${change}, ${at})`;
+    }
+    const seqs = (await sql<{ seq: string }[]>`
+      select seq::text as seq from segment_changes order by seq`).map((r) => BigInt(r.seq));
+    // A destination that had delivered up to the second change, one delivery of the third.
+    await sql`
+      insert into destinations (id, brand_id, scope, name, type, url, secret, segments, cursor,
+                                created_at, updated_at)
+      values ('dst_1', 'brand_a', ${A}, 'crm', 'webhook', 'https://example.com/h', 's',
+              array['s1', 's2'], ${String(seqs[1])}, now(), now())`;
+    await sql`
+      insert into destination_deliveries (id, destination_id, scope, payload, count, first_seq,
+        last_seq, status, created_at, next_attempt_at, retry_until)
+      values ('dlv_1', 'dst_1', ${A}, '{}', 1, ${String(seqs[2])}, ${String(seqs[2])},
+              'pending', now(), now(), now())`;
+
+    assert.deepEqual(await migrate(sql, MIGRATIONS.filter((m) => m.version <= 28)), [28]);
+    const members = await sql<{ segment_id: string; profile_id: string; entered_at: Date }[]>`
+      select segment_id, profile_id, entered_at from segment_members
+      order by profile_id, segment_id`;
+    assert.deepEqual(
+      members.map((m) => [m.segment_id, m.profile_id, m.entered_at.toISOString()]),
+      [["s1", "p1", t1.toISOString()], ["s2", "p1", t2.toISOString()], [
+        "s1",
+        "p2",
+        t1.toISOString(),
+      ]],
+    );
+    const changes = await sql<{ position: string; id: string; profile_id: string }[]>`
+      select position::text as position, id, profile_id from segment_changes order by position`;
+    assert.deepEqual(changes.map((c) => c.id), old.map(([id]) => id));
+    // The destination resumes after the second change: the third is its pending delivery's,
+    // the fourth comes next.
+    const [destination] = await sql<{ cursor: string }[]>`
+      select cursor::text as cursor from destinations where id = 'dst_1'`;
+    assert.equal(destination!.cursor, changes[1]!.position);
+    const [delivery] = await sql<{ first: string; last: string }[]>`
+      select first_position::text as first, last_position::text as last
+      from destination_deliveries where id = 'dlv_1'`;
+    assert.deepEqual([delivery!.first, delivery!.last], [
+      changes[2]!.position,
+      changes[2]!.position,
+    ]);
+    // A feed cursor minted before the upgrade held a seq: seq * 1024 is its position.
+    assert.equal(changes[1]!.position, String(seqs[1]! * 1024n));
+    // Later writes come after every migrated change.
+    await migrate(sql);
+    await sql.begin((tx) =>
+      appendChanges(tx, A, [{ segmentId: "s1", profileId: "p9", change: "entered", at: t2 }])
+    );
+    const [last] = await sql<{ id: string; position: string }[]>`
+      select id, position::text as position from segment_changes order by position desc limit 1`;
+    assert.ok(BigInt(last!.position) > BigInt(changes[3]!.position));
+    assert.match(last!.id, /^chg_[0-9a-f]{16}$/);
   } finally {
     await database.close();
   }
