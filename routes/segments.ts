@@ -284,7 +284,10 @@ const exportRoute = createRoute({
 });
 
 const ChangeSchema = z.object({
-  id: z.string().openapi({ description: "The change's id (a ULID): unique, stable" }),
+  id: z.string().openapi({
+    description: "The change's id: unique and stable, sorting in feed order (`chg_` and 16 hex " +
+      "digits; changes recorded before schema version 28 keep their ULIDs)",
+  }),
   profileId: z.string(),
   change: z.enum(["entered", "exited"]),
   at: z.string().openapi({ description: "When the membership changed (ISO 8601)" }),
