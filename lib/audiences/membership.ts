@@ -42,61 +42,33 @@ export async function updateMembership(
   profileIds: readonly string[],
 ): Promise<MembershipChange[]> {
   if (profileIds.length === 0) return [];
-  const S = ((globalThis as any).__ms ??= {
-    calls: 0,
-    ids: 0,
-    total: 0,
-    read: 0,
-    evalT: 0,
-    write: 0,
-    begin: 0,
-    changes: 0,
-  });
-  const t0 = performance.now();
-  S.calls++;
-  S.ids += profileIds.length;
-  try {
-    return await deps.sql.begin(async (tx) => {
-      const tb = performance.now();
-      S.begin += tb - t0;
-      // Sent together (pipelined): the read runs after the lock is held, one round trip fewer.
-      const [, rows] = await Promise.all([
-        lockMembership(tx, scope),
-        _withMerged(tx, scope, profileIds),
-      ]);
-      const t1 = performance.now();
-      S.read += t1 - tb;
-      const ids = rows.map((row) => row.id);
-      const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
-      const now = deps.now();
-      const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), tx);
-      const t2 = performance.now();
-      S.evalT += t2 - t1;
-      const changes: MembershipChange[] = [];
-      for (const profileId of ids) {
-        const { member, unknown } = decided.get(profileId)!;
-        const before = held.get(profileId) ?? new Set<string>();
-        for (const segmentId of member) {
-          if (!before.has(segmentId)) {
-            changes.push({ segmentId, profileId, change: "entered", at: now });
-          }
-        }
-        const skip = new Set([...member, ...unknown]);
-        for (const segmentId of before) {
-          if (!skip.has(segmentId)) {
-            changes.push({ segmentId, profileId, change: "exited", at: now });
-          }
+  return await deps.sql.begin(async (tx) => {
+    // Sent together (pipelined): the read runs after the lock is held, one round trip fewer.
+    const [, rows] = await Promise.all([
+      lockMembership(tx, scope),
+      _withMerged(tx, scope, profileIds),
+    ]);
+    const ids = rows.map((row) => row.id);
+    const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
+    const now = deps.now();
+    const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), tx);
+    const changes: MembershipChange[] = [];
+    for (const profileId of ids) {
+      const { member, unknown } = decided.get(profileId)!;
+      const before = held.get(profileId) ?? new Set<string>();
+      for (const segmentId of member) {
+        if (!before.has(segmentId)) {
+          changes.push({ segmentId, profileId, change: "entered", at: now });
         }
       }
-      const t3 = performance.now();
-      await appendChanges(tx, scope, changes);
-      S.write += performance.now() - t3;
-      S.changes += changes.length;
-      return changes;
-    }) as MembershipChange[];
-  } finally {
-    S.total += performance.now() - t0;
-  }
+      const skip = new Set([...member, ...unknown]);
+      for (const segmentId of before) {
+        if (!skip.has(segmentId)) changes.push({ segmentId, profileId, change: "exited", at: now });
+      }
+    }
+    await appendChanges(tx, scope, changes);
+    return changes;
+  }) as MembershipChange[];
 }
 
 /**
