@@ -11,7 +11,11 @@ import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
 import type { IngestEvent } from "../../../lib/engine/engine.ts";
 import type { Condition } from "../../../lib/engine/conditions.ts";
 import { createSegment } from "../../../lib/engine/segments.ts";
-import { createQueueHandler, startForwarder } from "../../../lib/ingest/forwarder.ts";
+import {
+  createQueueHandler,
+  type ForwarderDeps,
+  startForwarder,
+} from "../../../lib/ingest/forwarder.ts";
 import { createOutboxQueue } from "../../../lib/ingest/outbox.ts";
 import { createKvQueue, type EventsMessage, listDeadLetters } from "../../../lib/ingest/queue.ts";
 import type { Sql } from "../../../lib/store/db.ts";
@@ -140,80 +144,23 @@ for (const kind of ["kv", "outbox"] as const) {
   });
 }
 
-Deno.test("membership: a redelivered group changes nothing twice; a hook that cannot queue fails the delivery", async () => {
-  const db = await freshDatabase();
-  const kv = await Deno.openKv(":memory:");
-  const clock = testClock();
-  try {
-    const engine = createEmbeddedEngine({ sql: db.sql, now: clock.now });
-    const queue = createKvQueue(kv, { newId });
-    const deps = membershipDeps(db.sql, clock);
-    await createSegment(db.sql, {
-      scope: A,
-      id: `seg__${A}__adults`,
-      name: "adults",
-      condition: adults,
-      now: clock.now(),
-    });
-    // The hook queues the touched profiles; the job evaluates them.
-    const sent: unknown[] = [];
-    const membership = membershipForwarding(deps, {
-      kv,
-      send: (message) => {
-        sent.push(message);
-        return Promise.resolve(true);
-      },
-    });
-    const handle = createQueueHandler({
-      queue,
-      engine,
-      now: clock.now,
-      afterApply: membership.afterApply,
-    });
-    const message: EventsMessage = {
-      kind: "events",
-      id: newId(),
-      brandId: "brand_a",
-      batch: {
-        scope: A,
-        source: "server",
-        receivedAt: clock.now().toISOString(),
-        events: [ageEvent("p1", 30)],
-      },
-    };
-    await handle(message);
-    await handle(structuredClone(message));
-    assert.equal(sent.length, 2, "each delivery queues its update");
-    for (const update of sent) await membership.jobs.membership_update!(update);
-    await membership.jobs.membership_update!(structuredClone(sent[0]));
-    assert.equal(await feedSize(db.sql), 1);
+/** What the hook tests share: stores, the adults segment, and a queue that keeps what is sent. */
+interface _HookFixture {
+  sql: Sql;
+  clock: TestClock;
+  engine: ReturnType<typeof createEmbeddedEngine>;
+  queue: ReturnType<typeof createKvQueue>;
+  segment: string;
+  /** The membership messages sent through `capture`, in order. */
+  sent: MembershipUpdateMessage[];
+  capture: { kv: Deno.Kv; send: (message: unknown) => Promise<boolean> };
+  /** An events message setting a profile's age. */
+  events(profileId: string, age: number): EventsMessage;
+  /** The forwarder's handler with `afterApply` as its hook. */
+  handler(afterApply: ForwarderDeps["afterApply"]): (message: unknown) => Promise<void>;
+}
 
-    const failing = createQueueHandler({
-      queue,
-      engine,
-      now: clock.now,
-      afterApply: () => Promise.reject(new Error("membership store down")),
-    });
-    // A hook that cannot queue the update fails the delivery, so the queue delivers it again.
-    await assert.rejects(
-      failing({
-        ...message,
-        id: newId(),
-        batch: { ...message.batch, events: [ageEvent("p2", 40)] },
-      }),
-      /membership store down/,
-    );
-    const [row] = await db.sql`select count(*)::int as n from profiles where item_id = 'p2'`;
-    assert.equal(row!.n, 1, "the group is applied");
-    assert.deepEqual(await listDeadLetters(kv), []);
-    assert.equal(await feedSize(db.sql), 1);
-  } finally {
-    kv.close();
-    await db.close();
-  }
-});
-
-Deno.test("membership: the hook writes the update at once; its job then evaluates nothing, while one elsewhere or after a failed run does", async () => {
+async function withHookFixture(fn: (f: _HookFixture) => Promise<void>): Promise<void> {
   const db = await freshDatabase();
   const kv = await Deno.openKv(":memory:");
   const clock = testClock();
@@ -229,69 +176,94 @@ Deno.test("membership: the hook writes the update at once; its job then evaluate
       now: clock.now(),
     });
     const sent: MembershipUpdateMessage[] = [];
-    const capture = {
-      kv,
-      send: (message: unknown) => {
-        sent.push(message as MembershipUpdateMessage);
-        return Promise.resolve(true);
-      },
-    };
-    const membership = membershipForwarding(membershipDeps(db.sql, clock), capture);
-    const handle = createQueueHandler({
-      queue,
+    await fn({
+      sql: db.sql,
+      clock,
       engine,
-      now: clock.now,
-      afterApply: membership.afterApply,
-    });
-    const events = (profileId: string, age: number): EventsMessage => ({
-      kind: "events",
-      id: newId(),
-      brandId: "brand_a",
-      batch: {
-        scope: A,
-        source: "server",
-        receivedAt: clock.now().toISOString(),
-        events: [ageEvent(profileId, age)],
+      queue,
+      segment,
+      sent,
+      capture: {
+        kv,
+        send: (message) => {
+          sent.push(message as MembershipUpdateMessage);
+          return Promise.resolve(true);
+        },
       },
+      events: (profileId, age) => ({
+        kind: "events",
+        id: newId(),
+        brandId: "brand_a",
+        batch: {
+          scope: A,
+          source: "server",
+          receivedAt: clock.now().toISOString(),
+          events: [ageEvent(profileId, age)],
+        },
+      }),
+      handler: (afterApply) => createQueueHandler({ queue, engine, now: clock.now, afterApply }),
     });
-    await handle(events("p1", 30));
+  } finally {
+    kv.close();
+    await db.close();
+  }
+}
+
+Deno.test("membership: a redelivered group changes nothing twice; a hook that cannot queue fails the delivery", async () => {
+  await withHookFixture(async ({ sql, clock, sent, capture, events, handler }) => {
+    const membership = membershipForwarding(membershipDeps(sql, clock), capture);
+    const handle = handler(membership.afterApply);
+    const message = events("p1", 30);
+    await handle(message);
+    await handle(structuredClone(message));
+    assert.equal(sent.length, 2, "each delivery queues its update");
+    for (const update of sent) await membership.jobs.membership_update!(update);
+    await membership.jobs.membership_update!(structuredClone(sent[0]));
+    await membership.settled();
+    assert.equal(await feedSize(sql), 1);
+
+    const failing = handler(() => Promise.reject(new Error("membership store down")));
+    // A hook that cannot queue the update fails the delivery, so the queue delivers it again.
+    await assert.rejects(failing(events("p2", 40)), /membership store down/);
+    const [row] = await sql`select count(*)::int as n from profiles where item_id = 'p2'`;
+    assert.equal(row!.n, 1, "the group is applied");
+    assert.deepEqual(await listDeadLetters(capture.kv), []);
+    assert.equal(await feedSize(sql), 1);
+  });
+});
+
+Deno.test("membership: the hook writes the update at once; its job then evaluates nothing, while one elsewhere or after a failed run does", async () => {
+  await withHookFixture(async ({ sql, clock, engine, segment, sent, capture, events, handler }) => {
+    const membership = membershipForwarding(membershipDeps(sql, clock), capture);
+    await handler(membership.afterApply)(events("p1", 30));
     await membership.settled();
     // Written with no job run: the message is only the backstop.
-    assert.deepEqual(await members(db.sql, segment), ["p1"]);
+    assert.deepEqual(await members(sql, segment), ["p1"]);
     assert.equal(sent.length, 1);
     assert.ok(sent[0]!.token);
 
     // p1 turns 12 behind the hook's back: the job of the committed eager run evaluates nothing.
     await engine.applyEvents(events("p1", 12).batch);
     await membership.jobs.membership_update!(sent[0]);
-    assert.deepEqual(await members(db.sql, segment), ["p1"]);
+    assert.deepEqual(await members(sql, segment), ["p1"]);
     // The same message in another process (no eager run there) evaluates p1: it leaves.
-    const elsewhere = membershipForwarding(membershipDeps(db.sql, clock), capture);
+    const elsewhere = membershipForwarding(membershipDeps(sql, clock), capture);
     await elsewhere.jobs.membership_update!(sent[0]);
-    assert.deepEqual(await members(db.sql, segment), []);
+    assert.deepEqual(await members(sql, segment), []);
 
     // An eager run that fails leaves the update to its job.
     let failures = 1;
     const flaky = membershipForwarding({
-      ...membershipDeps(db.sql, clock),
+      ...membershipDeps(sql, clock),
       budget: (scope) => {
         if (failures-- > 0) throw new Error(`database busy: ${scope}`);
         return { permit: () => () => {}, timeoutMs: 10_000 };
       },
     }, capture);
-    const flakyHandle = createQueueHandler({
-      queue,
-      engine,
-      now: clock.now,
-      afterApply: flaky.afterApply,
-    });
-    await flakyHandle(events("p2", 40));
+    await handler(flaky.afterApply)(events("p2", 40));
     await flaky.settled();
-    assert.deepEqual(await members(db.sql, segment), []);
+    assert.deepEqual(await members(sql, segment), []);
     await flaky.jobs.membership_update!(sent.at(-1));
-    assert.deepEqual(await members(db.sql, segment), ["p2"]);
-  } finally {
-    kv.close();
-    await db.close();
-  }
+    assert.deepEqual(await members(sql, segment), ["p2"]);
+  });
 });
