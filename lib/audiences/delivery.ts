@@ -227,13 +227,12 @@ async function _nextBatch(
         })),
       });
       const retryUntil = new Date(now.getTime() + deps.settings.retryMs);
+      const [from, to] = [changes[0]!.position, changes.at(-1)!.position];
       await tx`
         insert into destination_deliveries (id, destination_id, scope, payload, count,
           first_position, last_position, status, created_at, next_attempt_at, retry_until)
         values (${id}, ${destination.id}, ${destination.scope}, ${payload}, ${changes.length},
-          ${changes[0]!.position}, ${
-        changes.at(-1)!.position
-      }, 'pending', ${now}, ${now}, ${retryUntil})`;
+          ${from}, ${to}, 'pending', ${now}, ${now}, ${retryUntil})`;
       return { id, payload, attempts: 0, next_attempt_at: now, retry_until: retryUntil };
     }
   });
