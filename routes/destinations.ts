@@ -1,6 +1,7 @@
 /**
  * Destination routes: define, list, read, update and delete a brand's webhook destinations, send
- * one a test, and read its recent deliveries (docs/audiences.md#destinations).
+ * one a test, rotate its signing secret, and read its recent deliveries
+ * (docs/audiences.md#destinations).
  *
  * @module
  */
@@ -13,6 +14,8 @@ import {
   type DestinationView,
   getDestination,
   listDestinations,
+  MAX_ROTATION_OVERLAP_SECONDS,
+  rotateSigningSecret,
   updateDestination,
 } from "../lib/audiences/destinations.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
@@ -84,6 +87,9 @@ const _BODY_EXAMPLE = {
   segments: [_SEGMENT],
   requiredConsent: "marketing_email",
 };
+
+/** How long a rotated secret keeps signing when the caller does not say. */
+const _DEFAULT_OVERLAP_SECONDS = 86_400;
 
 const IdParam = idParam("The destination's id", 64, _DESTINATION.id);
 
@@ -220,6 +226,50 @@ const testRoute = createRoute({
   },
 });
 
+const rotateSecret = createRoute({
+  operationId: "rotateDestinationSecret",
+  method: "post",
+  path: "/cdp/destinations/{id}/rotate-secret",
+  tags: ["Destinations"],
+  summary: "Give the destination a new signing secret, shown once",
+  description: "Deliveries are signed with the new secret from now on. The replaced one keeps " +
+    "signing beside it for `overlapSeconds` (default a day, at most seven; 0 stops it at once): " +
+    "`X-CDP-Signature` then carries a `v1` for each, the new one first, so the receiver can " +
+    "switch to the new secret without refusing a delivery. A secret rotated out earlier stops.",
+  security: apiKeySecurity,
+  request: {
+    params: IdParam,
+    body: jsonBody(
+      z.object({
+        overlapSeconds: z.number().int().min(0).max(MAX_ROTATION_OVERLAP_SECONDS).optional()
+          .openapi({ description: "How long the replaced secret keeps signing (default 86400)" }),
+      }).strict(),
+      { overlapSeconds: 3600 },
+      { required: false },
+    ),
+  },
+  responses: {
+    200: jsonResponse(
+      z.object({
+        id: z.string(),
+        secret: z.string(),
+        previousSecretExpiresAt: z.string().nullable().openapi({
+          description: "Until when the replaced secret signs too; null: it stopped at once",
+        }),
+        scope: z.string(),
+      }),
+      "Rotated; the new signing secret is in `secret`, only this once",
+      {
+        id: _DESTINATION.id,
+        secret: "whsec_9Zx-1yAbCdEfGhIjKlMnOpQrStUvWxYz0123456789B",
+        previousSecretExpiresAt: "2026-11-26T11:00:00.000Z",
+        scope: _SCOPE,
+      },
+    ),
+    ...errorResponses(400, 401, 403, 404, 405, 503),
+  },
+});
+
 const deliveries = createRoute({
   operationId: "listDestinationDeliveries",
   method: "get",
@@ -263,7 +313,7 @@ const deliveries = createRoute({
   },
 });
 
-/** Destinations: define, list, read, update, delete, test, deliveries. */
+/** Destinations: define, list, read, update, delete, test, rotate the secret, deliveries. */
 export function destinationRoutes(deps: AppDeps) {
   const settings = deps.config.destinations;
   const notFound = () => new HttpError(404, "not_found", "Destination not found");
@@ -315,6 +365,13 @@ export function destinationRoutes(deps: AppDeps) {
       const outcome = await sendTestDelivery(deliveryDeps, scope, c.req.valid("param").id);
       if (!outcome) throw notFound();
       return c.json(outcome, 200);
+    })
+    .openapi(rotateSecret, async (c) => {
+      const scope = requireScope(c);
+      const overlap = c.req.valid("json")?.overlapSeconds ?? _DEFAULT_OVERLAP_SECONDS;
+      const rotated = await rotateSigningSecret(deps, scope, c.req.valid("param").id, overlap);
+      if (!rotated) throw notFound();
+      return c.json({ ...rotated, scope }, 200);
     })
     .openapi(deliveries, async (c) => {
       const scope = requireScope(c);

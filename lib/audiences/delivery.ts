@@ -8,7 +8,8 @@
  * until it succeeds or, past the retry window, is dead-lettered. Everything lives in PostgreSQL:
  * a process killed between a POST and its record sends that delivery again, with the same ids
  * (at least once). Processes take turns per destination through a lease on its row. The signing
- * secret is opened from its sealed row (destination_secret.ts) only when a POST is to be signed.
+ * secrets (the current one, and a rotated-out one during its overlap) are opened from their sealed
+ * row (destination_secret.ts) only when a POST is to be signed.
  *
  * @module
  */
@@ -19,7 +20,11 @@ import { DomainError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { Sql } from "../store/db.ts";
 import type { TokenCipher } from "../tenancy/token_cipher.ts";
-import { type OpenedSecret, openSigningSecret } from "./destination_secret.ts";
+import {
+  type OpenedSecrets,
+  openSigningSecrets,
+  type StoredSecrets,
+} from "./destination_secret.ts";
 import { assertDeliverable, type Resolver } from "./destination_url.ts";
 import { takeDeliverySlot } from "./delivery_rate.ts";
 import { signatureHeader } from "./webhook_signature.ts";
@@ -49,13 +54,11 @@ export interface DeliveryDeps {
   resolve?: Resolver;
 }
 
-interface _Destination {
-  id: string;
+/** `secret` as stored: sealed, or the plaintext of a row written before secrets were sealed. */
+interface _Destination extends StoredSecrets {
   brand_id: string;
   scope: string;
   url: string;
-  /** As stored: sealed, or the plaintext of a row written before secrets were sealed. */
-  secret: string;
   segments: string[];
   cursor: string;
 }
@@ -116,23 +119,24 @@ export async function deliverDestination(deps: DeliveryDeps, id: string): Promis
   const [destination] = await deps.sql<_Destination[]>`
     update destinations set lease_until = ${lease}
     where id = ${id} and (lease_until is null or lease_until < ${deps.now()})
-    returning id, brand_id, scope, url, secret, segments, cursor`;
+    returning id, brand_id, scope, url, secret, previous_secret, previous_secret_expires_at,
+      segments, cursor`;
   if (!destination) return 0;
   let posts = 0;
-  let secret: OpenedSecret | null = null;
+  let secrets: OpenedSecrets | null = null;
   try {
     while (posts < _POSTS_PER_PASS) {
       const delivery = await _head(deps.sql, id) ?? await _nextBatch(deps, destination);
       if (!delivery || delivery.next_attempt_at > deps.now()) break;
-      secret ??= await openSigningSecret(deps, destination);
-      if (!secret.ok) {
+      secrets ??= await openSigningSecrets(deps, destination, deps.now());
+      if (!secrets.ok) {
         // An attempt that failed: retried with backoff (the key may come back), then dead.
         log("warn", "destination delivery not signed", {
           destination: id,
           delivery: delivery.id,
-          error: secret.error,
+          error: secrets.error,
         });
-        await _record(deps, delivery, { ok: false, status: null, error: secret.error });
+        await _record(deps, delivery, { ok: false, status: null, error: secrets.error });
         break;
       }
       const now = deps.now();
@@ -150,7 +154,7 @@ export async function deliverDestination(deps: DeliveryDeps, id: string): Promis
       posts++;
       const outcome = await postDelivery(
         deps,
-        { url: destination.url, secret: secret.secret },
+        { url: destination.url, secrets: secrets.secrets },
         delivery.id,
         delivery.payload,
       );
@@ -250,12 +254,13 @@ interface _Change {
 }
 
 /**
- * One POST of `payload` to the destination, signed with its (opened) secret, after the address check; 2xx is success,
- * anything else (a redirect included: none is followed) or no answer in time a failure.
+ * One POST of `payload` to the destination, signed with each of its (opened) secrets, after the
+ * address check; 2xx is success, anything else (a redirect included: none is followed) or no
+ * answer in time a failure.
  */
 export async function postDelivery(
   deps: Pick<DeliveryDeps, "now" | "settings" | "resolve">,
-  destination: { url: string; secret: string },
+  destination: { url: string; secrets: readonly string[] },
   deliveryId: string,
   payload: string,
 ): Promise<AttemptOutcome> {
@@ -267,7 +272,7 @@ export async function postDelivery(
         "Content-Type": "application/json",
         "User-Agent": "cdp-destinations/1",
         "X-CDP-Delivery-Id": deliveryId,
-        "X-CDP-Signature": await signatureHeader(destination.secret, payload, deps.now()),
+        "X-CDP-Signature": await signatureHeader(destination.secrets, payload, deps.now()),
       },
       body: payload,
       redirect: "manual",
@@ -332,15 +337,16 @@ export async function sendTestDelivery(
   id: string,
 ): Promise<(AttemptOutcome & { deliveryId: string; durationMs: number }) | null> {
   const [destination] = await deps.sql<_Destination[]>`
-    select id, brand_id, scope, url, secret, segments, cursor
+    select id, brand_id, scope, url, secret, previous_secret, previous_secret_expires_at,
+      segments, cursor
     from destinations where scope = ${scope} and id = ${id}`;
   if (!destination) return null;
   const deliveryId = `test_${deps.newId()}`;
-  const secret = await openSigningSecret(deps, destination);
-  if (!secret.ok) {
-    return { ok: false, status: null, error: secret.error, deliveryId, durationMs: 0 };
-  }
   const now = deps.now();
+  const secrets = await openSigningSecrets(deps, destination, now);
+  if (!secrets.ok) {
+    return { ok: false, status: null, error: secrets.error, deliveryId, durationMs: 0 };
+  }
   if (!await takeDeliverySlot(deps.kv, destination.brand_id, now, deps.settings.ratePerMinute)) {
     throw new DomainError(
       "throttled",
@@ -353,7 +359,7 @@ export async function sendTestDelivery(
   const started = performance.now();
   const outcome = await postDelivery(
     deps,
-    { url: destination.url, secret: secret.secret },
+    { url: destination.url, secrets: secrets.secrets },
     deliveryId,
     payload,
   );

@@ -14,6 +14,17 @@ import { SIGNING_SECRET_PREFIX } from "./webhook_signature.ts";
 /** A stored secret opened, or why it cannot be (the delivery's last error says it). */
 export type OpenedSecret = { ok: true; secret: string } | { ok: false; error: string };
 
+/** The secrets a delivery is signed with, or why the current one cannot be opened. */
+export type OpenedSecrets = { ok: true; secrets: string[] } | { ok: false; error: string };
+
+/** A destination row's secrets as stored: the current one and a rotated one with its expiry. */
+export interface StoredSecrets {
+  id: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
+}
+
 /** What an operator reads when a secret was sealed under a key this process does not have. */
 export const UNREADABLE_SECRET_ERROR =
   "the destination's signing secret cannot be decrypted with this service's key " +
@@ -36,6 +47,32 @@ export async function openSigningSecret(
     return { ok: true, secret: await deps.cipher.decrypt(destination.secret) };
   } catch {
     return { ok: false, error: UNREADABLE_SECRET_ERROR };
+  }
+}
+
+/**
+ * The secrets a delivery signed at `now` carries: the current one, then the one a rotation
+ * replaced until it expires. A previous secret that cannot be opened is left out (the current
+ * one still signs); a current one that cannot be is `ok: false`.
+ */
+export async function openSigningSecrets(
+  deps: { sql: Sql; cipher: TokenCipher },
+  destination: StoredSecrets,
+  now: Date,
+): Promise<OpenedSecrets> {
+  const current = await openSigningSecret(deps, destination);
+  if (!current.ok) return current;
+  const expires = destination.previous_secret_expires_at;
+  if (destination.previous_secret === null || expires === null || expires <= now) {
+    return { ok: true, secrets: [current.secret] };
+  }
+  try {
+    return {
+      ok: true,
+      secrets: [current.secret, await deps.cipher.decrypt(destination.previous_secret)],
+    };
+  } catch {
+    return { ok: true, secrets: [current.secret] };
   }
 }
 

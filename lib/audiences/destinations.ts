@@ -1,8 +1,9 @@
 /**
- * A brand's webhook destinations: define, read, update, delete, and their recent deliveries
- * (docs/audiences.md#destinations). The signing secret is returned once, at creation; reads never
- * carry it, and its row holds it sealed (destination_secret.ts). A destination starts at the end of the change log: it hears the changes made after it
- * was defined.
+ * A brand's webhook destinations: define, read, update, delete, rotate the signing secret, and
+ * their recent deliveries (docs/audiences.md#destinations). A signing secret is returned once, at
+ * creation or rotation; reads never carry it, and its row holds it sealed (destination_secret.ts).
+ * A destination starts at the end of the change log: it hears the changes made after it was
+ * defined.
  *
  * @module
  */
@@ -10,7 +11,7 @@ import { DomainError } from "../errors.ts";
 import type { Sql, Tx } from "../store/db.ts";
 import type { TokenCipher } from "../tenancy/token_cipher.ts";
 import { parseDestinationUrl } from "./destination_url.ts";
-import { newSigningSecret } from "./webhook_signature.ts";
+import { newSigningSecret, SIGNING_SECRET_PREFIX } from "./webhook_signature.ts";
 
 /** A destination as the API shows it (no secret). */
 export interface DestinationView {
@@ -158,6 +159,43 @@ export async function updateDestination(
       where scope = ${scope} and id = ${id}
       returning id, name, url, segments, required_consent, created_at, updated_at`;
     return row ? _view(row) : null;
+  });
+}
+
+/** How long a rotated secret keeps signing beside the new one, at most. */
+export const MAX_ROTATION_OVERLAP_SECONDS = 7 * 86_400;
+
+/**
+ * Gives a destination a new signing secret, answered once; the one it replaces keeps signing
+ * beside it (a second `v1` of every signature) for `overlapSeconds` (0: stops at once), so a
+ * receiver can switch without refusing a delivery. A secret rotated out before is dropped. Null
+ * when the destination is not the scope's.
+ */
+export async function rotateSigningSecret(
+  deps: Pick<DestinationDeps, "sql" | "now" | "cipher">,
+  scope: string,
+  id: string,
+  overlapSeconds: number,
+): Promise<{ id: string; secret: string; previousSecretExpiresAt: string | null } | null> {
+  const secret = newSigningSecret();
+  const sealed = await deps.cipher.encrypt(secret);
+  const now = deps.now();
+  const expires = overlapSeconds > 0 ? new Date(now.getTime() + overlapSeconds * 1000) : null;
+  return await deps.sql.begin(async (tx) => {
+    const [row] = await tx<{ secret: string }[]>`
+      select secret from destinations where scope = ${scope} and id = ${id} for update`;
+    if (!row) return null;
+    // The replaced secret is kept sealed, whatever its row held (a plaintext one predates sealing).
+    const previous = expires === null
+      ? null
+      : row.secret.startsWith(SIGNING_SECRET_PREFIX)
+      ? await deps.cipher.encrypt(row.secret)
+      : row.secret;
+    await tx`
+      update destinations set secret = ${sealed}, previous_secret = ${previous},
+        previous_secret_expires_at = ${expires}, updated_at = ${now}
+      where id = ${id}`;
+    return { id, secret, previousSecretExpiresAt: expires?.toISOString() ?? null };
   });
 }
 

@@ -1,7 +1,7 @@
 /**
  * Signing webhook deliveries (Stripe's scheme): `X-CDP-Signature: t=<unix seconds>,v1=<hex>`,
- * the HMAC-SHA256 keyed with the destination's secret exactly as returned at creation, over
- * `"<t>.<raw body>"`. Receivers verify it with the snippet of docs/audiences.md#verifying-a-delivery
+ * the HMAC-SHA256 keyed with the destination's secret exactly as returned, over
+ * `"<t>.<raw body>"`; while a rotated secret still signs, a second `v1` is its signature. Receivers verify it with the snippet of docs/audiences.md#verifying-a-delivery
  * (the delivery tests run that very snippet).
  *
  * @module
@@ -33,8 +33,17 @@ async function _hmacHex(secret: string, text: string): Promise<string> {
   return Array.from(mac, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The `X-CDP-Signature` value of `body` signed at `at`. */
-export async function signatureHeader(secret: string, body: string, at: Date): Promise<string> {
+/** The `X-CDP-Signature` value of `body` signed at `at`, a `v1` per secret in their order. */
+export async function signatureHeader(
+  secrets: string | readonly string[],
+  body: string,
+  at: Date,
+): Promise<string> {
   const t = Math.floor(at.getTime() / 1000);
-  return `t=${t},v1=${await _hmacHex(secret, `${t}.${body}`)}`;
+  const signatures = await Promise.all(
+    (typeof secrets === "string" ? [secrets] : secrets).map((secret) =>
+      _hmacHex(secret, `${t}.${body}`)
+    ),
+  );
+  return [`t=${t}`, ...signatures.map((hex) => `v1=${hex}`)].join(",");
 }

@@ -32,6 +32,7 @@ import { destinations } from "./migrations/0025_destinations.ts";
 import { privacy } from "./migrations/0026_privacy.ts";
 import { destinationConsent } from "./migrations/0027_destination_consent.ts";
 import { compactMembership } from "./migrations/0028_compact_membership.ts";
+import { destinationSecretRotation } from "./migrations/0029_destination_secret_rotation.ts";
 
 /** One schema change. Versions only grow; an applied migration is never edited. */
 export interface Migration {
@@ -70,6 +71,7 @@ export const MIGRATIONS: readonly Migration[] = [
   privacy,
   destinationConsent,
   compactMembership,
+  destinationSecretRotation,
 ];
 
 // An arbitrary constant shared by every process that migrates this schema.

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { errorBody, type TestContext, withContext } from "../test_support.ts";
-import { startReceiver } from "../lib/audiences/webhook_receiver.ts";
+import { documentedVerifier, startReceiver } from "../lib/audiences/webhook_receiver.ts";
 
 type Brand = Awaited<ReturnType<TestContext["seedBrand"]>>;
 
@@ -226,6 +226,87 @@ Deno.test("destinations: test sends a signed POST and reports the answer; http t
   }
 });
 
+Deno.test("destinations: rotate-secret shows the new secret once; tests then sign with both; bad input is 400, another brand's 404", async () => {
+  const receiver = await startReceiver();
+  const verify = await documentedVerifier();
+  try {
+    await withContext(
+      async (ctx) => {
+        const a = await ctx.seedBrand();
+        const b = await ctx.seedBrand();
+        const vip = await segment(ctx, a, "VIP");
+        const dest =
+          await (await send(ctx, a.key, "POST", "/cdp/destinations", body([vip], receiver.url)))
+            .json();
+        const path = `/cdp/destinations/${dest.id}/rotate-secret`;
+        // No body: the replaced secret signs for a day more.
+        const res = await ctx.request(path, a.key, { method: "POST" });
+        assert.equal(res.status, 200);
+        const rotated = await res.json();
+        assert.deepEqual([rotated.id, rotated.scope], [dest.id, a.scope]);
+        assert.match(rotated.secret, /^whsec_[A-Za-z0-9_-]{43}$/);
+        assert.notEqual(rotated.secret, dest.secret);
+        const overlap = Date.parse(rotated.previousSecretExpiresAt) - Date.now();
+        assert.ok(overlap > 86_000_000 && overlap <= 86_400_000, String(overlap));
+        const shown = await (await send(ctx, a.key, "GET", `/cdp/destinations/${dest.id}`)).text();
+        assert.ok(!shown.includes(rotated.secret) && !shown.includes(dest.secret));
+
+        // A receiver on either secret accepts the test POST.
+        receiver.secret = dest.secret;
+        const tested = await send(ctx, a.key, "POST", `/cdp/destinations/${dest.id}/test`);
+        assert.equal((await tested.json()).ok, true);
+        const got = receiver.received.at(-1)!;
+        assert.equal(got.verified, true);
+        assert.ok(await verify(rotated.secret, got.body, got.signature));
+
+        const immediate = await send(ctx, a.key, "POST", path, { overlapSeconds: 0 });
+        assert.equal(immediate.status, 200);
+        const alone = await immediate.json();
+        assert.equal(alone.previousSecretExpiresAt, null);
+        await send(ctx, a.key, "POST", `/cdp/destinations/${dest.id}/test`);
+        const last = receiver.received.at(-1)!;
+        assert.ok(await verify(alone.secret, last.body, last.signature));
+        assert.equal(await verify(rotated.secret, last.body, last.signature), false);
+
+        for (
+          const bad of [
+            { overlapSeconds: -1 },
+            { overlapSeconds: 604_801 },
+            { overlapSeconds: 1.5 },
+            { overlapSeconds: "60" },
+            { extra: 1 },
+            "[",
+          ]
+        ) {
+          const refused = await ctx.request(path, a.key, {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: typeof bad === "string" ? bad : JSON.stringify(bad),
+          });
+          assert.equal(refused.status, 400, JSON.stringify(bad));
+          await errorBody(refused);
+        }
+        const foreign = await send(ctx, b.key, "POST", path, {});
+        assert.equal(foreign.status, 404);
+        assert.equal((await errorBody(foreign)).error, "not_found");
+        const missing = await ctx.request("/cdp/destinations/dst_none/rotate-secret", a.key, {
+          method: "POST",
+        });
+        assert.equal(missing.status, 404);
+        // Neither refusal rotated anything: the last secret still signs.
+        await send(ctx, a.key, "POST", `/cdp/destinations/${dest.id}/test`);
+        const still = receiver.received.at(-1)!;
+        assert.ok(await verify(alone.secret, still.body, still.signature));
+      },
+      { DESTINATIONS_ALLOW_PRIVATE: "true" },
+      // Signatures carry the wall-clock time the receiver checks against.
+      { now: () => new Date() },
+    );
+  } finally {
+    await receiver.close();
+  }
+});
+
 Deno.test("destinations: the routes are in the OpenAPI document", async () => {
   await withContext(async (ctx) => {
     const doc = await (await ctx.request("/openapi.json", null)).json();
@@ -234,6 +315,7 @@ Deno.test("destinations: the routes are in the OpenAPI document", async () => {
         "/cdp/destinations",
         "/cdp/destinations/{id}",
         "/cdp/destinations/{id}/test",
+        "/cdp/destinations/{id}/rotate-secret",
         "/cdp/destinations/{id}/deliveries",
       ]
     ) {

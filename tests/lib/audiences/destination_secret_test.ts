@@ -3,9 +3,12 @@ import { deliverDue, sendTestDelivery } from "../../../lib/audiences/delivery.ts
 import { startDeliveryLoop } from "../../../lib/audiences/delivery_loop.ts";
 import {
   openSigningSecret,
+  openSigningSecrets,
   sealPlaintextSecrets,
+  type StoredSecrets,
   UNREADABLE_SECRET_ERROR,
 } from "../../../lib/audiences/destination_secret.ts";
+import { rotateSigningSecret } from "../../../lib/audiences/destinations.ts";
 import { signatureHeader } from "../../../lib/audiences/webhook_signature.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import type { Sql } from "../../../lib/store/db.ts";
@@ -138,5 +141,35 @@ Deno.test("destination secret: sealed under another key, the delivery fails visi
       UNREADABLE_SECRET_ERROR,
     ]);
     assert.equal(receiver.received.length, 0);
+  });
+});
+
+Deno.test("destination secret: a rotated-out secret that cannot be opened is left out; the current one still signs", async () => {
+  await withDestination(async ({ ctx, deps, brand, destination }) => {
+    await withKv(async (otherKv) => {
+      const other = await openTokenCipher(otherKv, undefined);
+      const rotated = (await rotateSigningSecret(deps, brand.scope, destination.id, 3600))!;
+      await ctx.sql`update destinations set previous_secret = ${await other.encrypt("whsec_x")}
+        where id = ${destination.id}`;
+      const [row] = await ctx.sql<StoredSecrets[]>`
+        select id, secret, previous_secret, previous_secret_expires_at from destinations
+        where id = ${destination.id}`;
+      assert.deepEqual(await openSigningSecrets(deps, row!, new Date()), {
+        ok: true,
+        secrets: [rotated.secret],
+      });
+    });
+  });
+});
+
+Deno.test("destination secret: a plaintext secret rotated out is kept sealed", async () => {
+  await withDestination(async ({ ctx, deps, brand, destination }) => {
+    await ctx.sql`update destinations set secret = ${destination.secret}
+      where id = ${destination.id}`;
+    await rotateSigningSecret(deps, brand.scope, destination.id, 3600);
+    const [row] = await ctx.sql<{ previous_secret: string }[]>`
+      select previous_secret from destinations where id = ${destination.id}`;
+    assert.match(row!.previous_secret, /^v1\./);
+    assert.equal(await deps.cipher.decrypt(row!.previous_secret), destination.secret);
   });
 });

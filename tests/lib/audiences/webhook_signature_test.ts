@@ -21,3 +21,17 @@ Deno.test("signatureHeader: Stripe's t=,v1= over '<t>.<body>', verified by the d
   const old = await signatureHeader(secret, body, new Date(at.getTime() - 600_000));
   assert.equal(await verify(secret, body, old), false, "older than the tolerance");
 });
+
+Deno.test("signatureHeader: a v1 per secret, in order; the documented snippet accepts any of them", async () => {
+  const verify = await documentedVerifier();
+  const [current, previous] = [newSigningSecret(), newSigningSecret()];
+  const body = '{"destination":"dst_1","deliveries":[]}';
+  const header = await signatureHeader([current, previous], body, new Date());
+  assert.match(header, /^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/);
+  const [, first] = header.split(",");
+  assert.equal(first, (await signatureHeader(current, body, new Date())).split(",")[1]);
+  assert.equal(await verify(current, body, header), true);
+  assert.equal(await verify(previous, body, header), true);
+  assert.equal(await verify(newSigningSecret(), body, header), false);
+  assert.equal(await verify(current, `${body} `, header), false);
+});
