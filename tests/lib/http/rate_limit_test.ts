@@ -11,6 +11,7 @@ import {
   type RateLimitPolicy,
 } from "../../../lib/http/rate_limit.ts";
 import { errorBody, testClock, withKv } from "../../test_support.ts";
+import { openKv } from "../../../lib/store/kv_store.ts";
 
 const MINUTE: RateLimitPolicy = { name: "api", limit: 3, windowMs: 60_000 };
 
@@ -103,8 +104,9 @@ Deno.test("hitRateLimit: contention alone never refuses a hit under the limit", 
 
 Deno.test("hitRateLimit: two KV handles on one file share the limit (two processes)", async () => {
   const path = await Deno.makeTempFile({ suffix: ".sqlite3" });
-  const a = await Deno.openKv(path);
-  const b = await Deno.openKv(path);
+  // Opened as the service opens KV (busy retries): two handles on one file can find it locked.
+  const a = await openKv(path);
+  const b = await openKv(path);
   try {
     const clock = testClock();
     const policy: RateLimitPolicy = { name: "api", limit: 20, windowMs: 60_000 };

@@ -23,6 +23,7 @@ import {
   kvQueue,
   testClock,
 } from "../../test_support.ts";
+import { openKv } from "../../../lib/store/kv_store.ts";
 
 const SCOPE = "acme.myshopify.com";
 const newId = monotonicFactory();
@@ -343,8 +344,9 @@ Deno.test("forwarder: at most `concurrency` messages apply at once; the others w
 
 Deno.test("forwarder: with a wake-up, a listener on another handle of the store gets the messages", async () => {
   const path = await Deno.makeTempFile({ suffix: ".sqlite3" });
-  const service = await Deno.openKv(path);
-  const worker = await Deno.openKv(path);
+  // Opened as the service opens KV (busy retries): two handles on one file can find it locked.
+  const service = await openKv(path);
+  const worker = await openKv(path);
   const db = await freshDatabase();
   try {
     const clock = testClock();

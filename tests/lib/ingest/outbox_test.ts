@@ -7,6 +7,7 @@ import { createOutboxQueue } from "../../../lib/ingest/outbox.ts";
 import { listDeadLetters, readBacklog } from "../../../lib/ingest/queue.ts";
 import { ingestOutboxPrefix } from "../../../lib/store/kv_keys.ts";
 import { eventually, freshDatabase, testClock } from "../../test_support.ts";
+import { openKv } from "../../../lib/store/kv_store.ts";
 
 const newId = monotonicFactory();
 
@@ -118,8 +119,9 @@ Deno.test("outbox: a delayed message waits for its delay", async () => {
 
 Deno.test("outbox: a listener that stops mid-delivery leaves the entry to another after the lease", async () => {
   const path = `${await Deno.makeTempDir()}/kv.sqlite3`;
-  const first = createOutboxQueue(await Deno.openKv(path), { newId, leaseMs: 300, pollMs: 10 });
-  const second = createOutboxQueue(await Deno.openKv(path), { newId, leaseMs: 300, pollMs: 10 });
+  // Opened as the service opens KV (busy retries): two handles on one file can find it locked.
+  const first = createOutboxQueue(await openKv(path), { newId, leaseMs: 300, pollMs: 10 });
+  const second = createOutboxQueue(await openKv(path), { newId, leaseMs: 300, pollMs: 10 });
   try {
     let started!: () => void;
     const delivering = new Promise<void>((resolve) => started = resolve);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { tokenEncryptionSecretKey } from "../../../lib/store/kv_keys.ts";
+import { openKv } from "../../../lib/store/kv_store.ts";
 import { openTokenCipher } from "../../../lib/tenancy/token_cipher.ts";
 import { withKv } from "../../test_support.ts";
 
@@ -57,8 +58,9 @@ Deno.test("token cipher: the KV key is shared by two handles on one file and sur
   const path = await Deno.makeTempFile({ suffix: ".sqlite3" });
   try {
     let sealed: string;
-    const a = await Deno.openKv(path);
-    const b = await Deno.openKv(path);
+    // Opened as the service opens KV: two handles on one SQLite file can find it locked.
+    const a = await openKv(path);
+    const b = await openKv(path);
     try {
       const ca = await openTokenCipher(a, undefined);
       const cb = await openTokenCipher(b, undefined);
@@ -69,7 +71,7 @@ Deno.test("token cipher: the KV key is shared by two handles on one file and sur
       a.close();
       b.close();
     }
-    const reopened = await Deno.openKv(path);
+    const reopened = await openKv(path);
     try {
       assert.equal(await (await openTokenCipher(reopened, undefined)).decrypt(sealed), TOKEN);
     } finally {
