@@ -4,6 +4,7 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
+import { FEED_ROW_SPAN } from "../lib/audiences/changes.ts";
 import { readChanges } from "../lib/audiences/feed.ts";
 import { enqueueSegmentRefresh } from "../lib/audiences/jobs.ts";
 import type { AppDeps } from "../lib/http/app_env.ts";
@@ -336,7 +337,9 @@ type _FeedCursor = { position: string } | { seq: string };
 
 /** The position a feed cursor resumes after (a `seq` was the row of a one-change row). */
 function _feedPosition(cursor: _FeedCursor): string {
-  return "position" in cursor ? cursor.position : String(BigInt(cursor.seq) * 1024n);
+  return "position" in cursor
+    ? cursor.position
+    : String(BigInt(cursor.seq) * BigInt(FEED_ROW_SPAN));
 }
 
 /**

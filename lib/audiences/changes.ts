@@ -25,7 +25,10 @@ export interface MembershipChange {
 /** First key of the two-key advisory lock serializing one scope's membership writers. */
 export const MEMBERSHIP_LOCK = 0x5e6_ae;
 
-/** Profiles one feed row holds at most (fewer than the 1,024 positions of a row). */
+/** Positions per feed row: a change's position is its row's seq times this plus its index. */
+export const FEED_ROW_SPAN = 1_024;
+
+/** Profiles one feed row holds at most (fewer than the {@linkcode FEED_ROW_SPAN} positions). */
 export const FEED_ROW_ENTRIES = 1_000;
 
 /**

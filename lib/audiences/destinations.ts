@@ -10,6 +10,7 @@
 import { DomainError } from "../errors.ts";
 import type { Sql, Tx } from "../store/db.ts";
 import type { TokenCipher } from "../tenancy/token_cipher.ts";
+import { FEED_ROW_SPAN } from "./changes.ts";
 import { parseDestinationUrl } from "./destination_url.ts";
 import { newSigningSecret, SIGNING_SECRET_PREFIX } from "./webhook_signature.ts";
 
@@ -104,8 +105,8 @@ export async function createDestination(
          created_at, updated_at)
       values (${id}, ${brand.brandId}, ${brand.scope}, ${input.name}, 'webhook', ${input.url},
         ${sealed}, ${input.segments}::text[], ${input.requiredConsent ?? null},
-        (select coalesce(segment_feed_position(max(seq), 1024), 0) from segment_feed), ${now},
-        ${now})
+        (select coalesce(segment_feed_position(max(seq), ${FEED_ROW_SPAN}), 0) from segment_feed),
+        ${now}, ${now})
       returning id, name, url, segments, required_consent, created_at, updated_at`;
     return created!;
   });

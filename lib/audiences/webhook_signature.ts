@@ -1,8 +1,9 @@
 /**
  * Signing webhook deliveries (Stripe's scheme): `X-CDP-Signature: t=<unix seconds>,v1=<hex>`,
  * the HMAC-SHA256 keyed with the destination's secret exactly as returned, over
- * `"<t>.<raw body>"`; while a rotated secret still signs, a second `v1` is its signature. Receivers verify it with the snippet of docs/audiences.md#verifying-a-delivery
- * (the delivery tests run that very snippet).
+ * `"<t>.<raw body>"`; while a rotated secret still signs, a second `v1` is its signature.
+ * Receivers verify it with the snippet of docs/audiences.md#verifying-a-delivery (the delivery
+ * tests run that very snippet).
  *
  * @module
  */
