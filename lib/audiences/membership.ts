@@ -12,7 +12,7 @@
 import { DomainError } from "../errors.ts";
 import { storedCondition } from "../engine/caller_condition.ts";
 import { compileCondition, type Condition } from "../engine/conditions.ts";
-import { type ReadBudget, segmentsOfProfiles } from "../engine/segments.ts";
+import { type ReadBudget, scopeSegments, segmentsOfProfiles } from "../engine/segments.ts";
 import type { Sql, Tx } from "../store/db.ts";
 import { appendChanges, lockMembership, type MembershipChange } from "./changes.ts";
 
@@ -43,15 +43,19 @@ export async function updateMembership(
 ): Promise<MembershipChange[]> {
   if (profileIds.length === 0) return [];
   return await deps.sql.begin(async (tx) => {
-    // Sent together (pipelined): the read runs after the lock is held, one round trip fewer.
-    const [, rows] = await Promise.all([
+    // Sent together (pipelined), one round trip: the reads run after the lock is held.
+    const [, rows, segments] = await Promise.all([
       lockMembership(tx, scope),
       _withMerged(tx, scope, profileIds),
+      scopeSegments(tx, scope),
     ]);
     const ids = rows.map((row) => row.id);
     const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
     const now = deps.now();
-    const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), tx);
+    const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), {
+      within: tx,
+      segments,
+    });
     const changes: MembershipChange[] = [];
     for (const profileId of ids) {
       const { member, unknown } = decided.get(profileId)!;

@@ -232,6 +232,21 @@ export async function membersPage(
   return { list, more, totalSize, identities };
 }
 
+/** A segment as evaluation reads it from storage. */
+export interface StoredSegment {
+  id: string;
+  condition: Condition;
+}
+
+/**
+ * The scope's segments in id order, as {@linkcode segmentsOfProfiles} evaluates them; sent when
+ * awaited, so a caller can pipeline it with its own statements.
+ */
+export function scopeSegments(reader: Sql | Tx, scope: string): Promise<StoredSegment[]> {
+  return reader<StoredSegment[]>`
+    select id, condition from segments where scope = ${scope} order by id`;
+}
+
 /** A profile's segments: those it belongs to, and those that could not be decided. */
 export interface Memberships {
   /** The ids of the segments the profile belongs to, in id order. */
@@ -269,7 +284,8 @@ export async function segmentsOfProfile(
  * {@linkcode _MEMBERSHIP_FAILURES} in all. Only a database outage is thrown. Every id asked for
  * has an entry; a profile that does not exist belongs to nothing. `within`: the statements run
  * in that transaction (each in a savepoint of its own, so a failed one leaves it usable), where
- * the caller writes what it decides (segment membership, lib/audiences).
+ * the caller writes what it decides (segment membership, lib/audiences). `segments`: the
+ * scope's segments as {@linkcode scopeSegments} read them, when the caller read them already.
  */
 export async function segmentsOfProfiles(
   sql: Sql,
@@ -277,15 +293,14 @@ export async function segmentsOfProfiles(
   profileIds: readonly string[],
   now: Date,
   budget: ReadBudget,
-  within?: Tx,
+  options: { within?: Tx; segments?: readonly StoredSegment[] } = {},
 ): Promise<Map<string, Memberships>> {
+  const { within } = options;
   const ids = [...new Set(profileIds)];
   const outcome = (member: (id: string) => string[], unknown: string[]) =>
     new Map(profileIds.map((id) => [id, { member: member(id), unknown }]));
   if (ids.length === 0) return new Map();
-  const reader = within ?? sql;
-  const segments = await reader<{ id: string; condition: Condition }[]>`
-    select id, condition from segments where scope = ${scope} order by id`;
+  const segments = options.segments ?? await scopeSegments(within ?? sql, scope);
   if (segments.length === 0) return outcome(() => [], []);
   const release = budget.permit();
   if (!release) return outcome(() => [], segments.map((s) => s.id));
@@ -371,7 +386,7 @@ export async function segmentsOfProfiles(
 /**
  * Runs `fn` bounded by `timeoutMs`: in a read-only transaction of its own
  * ({@linkcode withQueryBudget}), or in a savepoint of `within` whose statement timeout is put
- * back afterwards.
+ * back afterwards. `fn` sends its one statement before it first awaits.
  */
 async function _budgeted<T>(
   sql: Sql,
@@ -380,18 +395,25 @@ async function _budgeted<T>(
   fn: (tx: Sql) => Promise<T>,
 ): Promise<T> {
   if (!within) return await withQueryBudget(sql, timeoutMs, fn);
-  // Read and set in one statement (the setting is read first); set outside the savepoint, so
-  // the `finally` puts it back whether the savepoint is released or rolled back.
-  const [setting] = await within<{ previous: string }[]>`
+  // Two round trips, statements sent in this order: the budget (the timeout in force kept in a
+  // setting of the transaction) with the savepoint, then the evaluation with the timeout put
+  // back. The budget is set outside the savepoint, so a rollback to it leaves the budget in
+  // force: a failed evaluation puts the timeout back once more.
+  const restore = (tx: Sql | Tx) =>
+    tx`select set_config('statement_timeout', current_setting('cdp.kept_timeout'), true)`;
+  const budget = within`
     with s as materialized (select current_setting('statement_timeout') as previous)
-    select s.previous, set_config('statement_timeout', ${String(timeoutMs)}, true) from s`;
-  const previous = setting!.previous;
+    select set_config('cdp.kept_timeout', s.previous, true),
+           set_config('statement_timeout', ${String(timeoutMs)}, true) from s`.execute();
   try {
-    return await within.savepoint((sp) => fn(sp as unknown as Sql)) as T;
+    const [, [value]] = await Promise.all([
+      budget,
+      within.savepoint((sp) => Promise.all([fn(sp as unknown as Sql), restore(sp)])),
+    ]);
+    return value as T;
   } catch (err) {
+    await restore(within);
     throw evaluationError(err);
-  } finally {
-    await within`select set_config('statement_timeout', ${previous}, true)`;
   }
 }
 

@@ -12,6 +12,7 @@ import {
   openExport,
   openFullExport,
   type ReadBudget,
+  scopeSegments,
   type Segment,
   segmentId,
   segmentMembers,
@@ -1023,6 +1024,43 @@ Deno.test("segmentsOfProfiles: a segment that fails is unknown for every profile
     });
     assert.equal(budget.taken, 1);
     assert.equal(budget.held(), 0);
+  });
+});
+
+Deno.test("segmentsOfProfiles within a transaction: a failed segment leaves it usable, its timeout put back", async () => {
+  await withSeeded(async (sql) => {
+    await store(sql, "emails", HAS_EMAIL);
+    await store(sql, "r1_runtime", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.email",
+        comparisonOperator: "lessThan",
+        propertyValueDate: "2020-01-01T00:00:00Z",
+      },
+    });
+    await sql.unsafe(`
+      create or replace function cdp_try_timestamptz(value text) returns timestamptz
+      language plpgsql immutable strict parallel safe as $fn$
+      begin
+        raise exception 'regular expression is too complex' using errcode = '54000';
+      end $fn$`);
+    const id = (key: string) => segmentId(A, key);
+    const segments = await scopeSegments(sql, A);
+    await sql.begin(async (tx) => {
+      await tx`set local statement_timeout = '4321ms'`;
+      const result = await segmentsOfProfiles(sql, A, ["p01", "p02"], NOW, recordedBudget(1), {
+        within: tx,
+        segments,
+      });
+      assert.deepEqual(Object.fromEntries(result), {
+        p01: { member: [id("emails")], unknown: [id("r1_runtime")] },
+        p02: { member: [], unknown: [id("r1_runtime")] },
+      });
+      // The transaction goes on, under the timeout it had.
+      const [after] = await tx<{ timeout: string }[]>`
+        select current_setting('statement_timeout') as timeout`;
+      assert.equal(after!.timeout, "4321ms");
+    });
   });
 });
 
