@@ -25,7 +25,7 @@
  *
  * Environment (all optional): BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test;
  * an admin connection that creates and drops a scratch database), BENCH_FORWARD_EVENTS (20000),
- * BENCH_ROUNDS (3), BENCH_SWEEP_PROFILES (1000000), BENCH_PARTS (`forwarder,sweep`).
+ * BENCH_ROUNDS (5), BENCH_SWEEP_PROFILES (1000000), BENCH_PARTS (`forwarder,sweep`).
  *
  * @module
  */
@@ -49,7 +49,7 @@ import { makeBatches } from "./ingest_workload.ts";
 
 const PG_URL = Deno.env.get("BENCH_DATABASE_URL") ?? "postgres://postgres@127.0.0.1:5432/test";
 const FORWARD_EVENTS = intEnv("BENCH_FORWARD_EVENTS", 20_000);
-const ROUNDS = intEnv("BENCH_ROUNDS", 3);
+const ROUNDS = intEnv("BENCH_ROUNDS", 5);
 const SWEEP_PROFILES = intEnv("BENCH_SWEEP_PROFILES", 1_000_000);
 const PARTS = new Set((Deno.env.get("BENCH_PARTS") ?? "forwarder,sweep").split(","));
 /** Membership's events/s as a share (%) of the forwarder's without it. */
