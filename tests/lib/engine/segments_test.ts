@@ -879,9 +879,32 @@ Deno.test("segmentsOfProfiles: one statement decides every segment for a set of 
   });
 });
 
+/**
+ * Stores `emails` and `r1_runtime`: valid and compiled, failing when PostgreSQL runs it on a
+ * profile with an email (its date helper is replaced by one that raises).
+ */
+async function storeFailing(sql: Sql): Promise<void> {
+  await store(sql, "emails", HAS_EMAIL);
+  await store(sql, "r1_runtime", {
+    type: "profilePropertyCondition",
+    parameterValues: {
+      propertyName: "properties.email",
+      comparisonOperator: "lessThan",
+      propertyValueDate: "2020-01-01T00:00:00Z",
+    },
+  });
+  await sql.unsafe(`
+    create or replace function cdp_try_timestamptz(value text) returns timestamptz
+    language plpgsql immutable strict parallel safe as $fn$
+    begin
+      raise exception 'regular expression is too complex' using errcode = '54000';
+    end $fn$`);
+}
+
 Deno.test("segmentsOfProfile: a segment that fails is unknown, the others decided; without a permit all are unknown", async () => {
   await withSeeded(async (sql) => {
-    await store(sql, "emails", HAS_EMAIL);
+    // r1_runtime fails as the regex compiler did for patterns it found too complex.
+    await storeFailing(sql);
     // Too complex for Postgres, valid for the validator before the cost rule: stored as an
     // older validator let it through, it is refused when compiled, never run.
     await storeUnchecked(sql, "r1_complex", {
@@ -892,22 +915,6 @@ Deno.test("segmentsOfProfile: a segment that fails is unknown, the others decide
         propertyValue: "((a?){99}){99}",
       },
     });
-    // Valid and compiled, failing when PostgreSQL runs it: its date helper is replaced by one
-    // that raises, as the regex compiler did for patterns it found too complex.
-    await store(sql, "r1_runtime", {
-      type: "profilePropertyCondition",
-      parameterValues: {
-        propertyName: "properties.email",
-        comparisonOperator: "lessThan",
-        propertyValueDate: "2020-01-01T00:00:00Z",
-      },
-    });
-    await sql.unsafe(`
-      create or replace function cdp_try_timestamptz(value text) returns timestamptz
-      language plpgsql immutable strict parallel safe as $fn$
-      begin
-        raise exception 'regular expression is too complex' using errcode = '54000';
-      end $fn$`);
     // Evaluated after the failing one, in a statement of its own.
     await store(sql, "r2_plain", {
       type: "profilePropertyCondition",
@@ -988,23 +995,7 @@ Deno.test("segmentsOfProfile: a segment past the time budget is unknown, the che
 
 Deno.test("segmentsOfProfiles: a segment that fails is unknown for every profile, the others decided for each", async () => {
   await withSeeded(async (sql) => {
-    await store(sql, "emails", HAS_EMAIL);
-    // Valid and compiled, failing when PostgreSQL runs it on a profile with an email: its date
-    // helper is replaced by one that raises.
-    await store(sql, "r1_runtime", {
-      type: "profilePropertyCondition",
-      parameterValues: {
-        propertyName: "properties.email",
-        comparisonOperator: "lessThan",
-        propertyValueDate: "2020-01-01T00:00:00Z",
-      },
-    });
-    await sql.unsafe(`
-      create or replace function cdp_try_timestamptz(value text) returns timestamptz
-      language plpgsql immutable strict parallel safe as $fn$
-      begin
-        raise exception 'regular expression is too complex' using errcode = '54000';
-      end $fn$`);
+    await storeFailing(sql);
     // A pattern: evaluated after the failing one, in a statement of its own.
     await store(sql, "r2_plain", {
       type: "profilePropertyCondition",
@@ -1029,21 +1020,7 @@ Deno.test("segmentsOfProfiles: a segment that fails is unknown for every profile
 
 Deno.test("segmentsOfProfiles within a transaction: a failed segment leaves it usable, its timeout put back", async () => {
   await withSeeded(async (sql) => {
-    await store(sql, "emails", HAS_EMAIL);
-    await store(sql, "r1_runtime", {
-      type: "profilePropertyCondition",
-      parameterValues: {
-        propertyName: "properties.email",
-        comparisonOperator: "lessThan",
-        propertyValueDate: "2020-01-01T00:00:00Z",
-      },
-    });
-    await sql.unsafe(`
-      create or replace function cdp_try_timestamptz(value text) returns timestamptz
-      language plpgsql immutable strict parallel safe as $fn$
-      begin
-        raise exception 'regular expression is too complex' using errcode = '54000';
-      end $fn$`);
+    await storeFailing(sql);
     const id = (key: string) => segmentId(A, key);
     const segments = await scopeSegments(sql, A);
     await sql.begin(async (tx) => {
