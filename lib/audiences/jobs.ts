@@ -9,8 +9,8 @@
  * The hook does not wait for the evaluation: it queues the update and starts it at once beside
  * the forwarder (eager_updates.ts: the queued job then finds it done), so the forwarder's slots
  * go on applying events while the touched profiles are evaluated, and the updates of one scope
- * that wait meanwhile are evaluated together (coalesce.ts): a backlog costs fewer, larger
- * evaluations.
+ * that wait meanwhile, or while the forwarder has a backlog in hand, are evaluated together
+ * (coalesce.ts): a backlog costs fewer, larger evaluations.
  *
  * @module
  */
@@ -95,7 +95,7 @@ export function startSweepTimer(
 
 /** The forwarder's side of membership: its `afterApply` hook and its jobs by message kind. */
 export interface MembershipForwarding {
-  afterApply(applied: { scope: string; profileIds: string[] }): Promise<void>;
+  afterApply(applied: { scope: string; profileIds: string[]; pending: number }): Promise<void>;
   jobs: Record<string, (message: unknown) => Promise<void>>;
   /** Resolves once the updates this process started at once have finished. */
   settled(): Promise<void>;
@@ -116,7 +116,7 @@ export function membershipForwarding(
     log("warn", "membership update failed; its queued job retries it", { error: String(err) })
   );
   return {
-    async afterApply({ scope, profileIds }) {
+    async afterApply({ scope, profileIds, pending }) {
       const messages: MembershipUpdateMessage[] = [];
       for (let i = 0; i < profileIds.length; i += _IDS_PER_MESSAGE) {
         messages.push({
@@ -126,7 +126,7 @@ export function membershipForwarding(
           token: crypto.randomUUID(),
         });
       }
-      eager.start(messages.map((m) => m.token!), () => update({ scope, profileIds }));
+      eager.start(messages.map((m) => m.token!), () => update({ scope, profileIds, pending }));
       for (const message of messages) {
         if (!await queue.send(message)) throw new Error("membership update not queued");
       }

@@ -34,9 +34,10 @@ export interface ForwarderDeps {
    * the ids of the profiles its applied events name (as sent: an id merged away stands for the
    * profile that absorbed it). At least once per applied event: a redelivery calls it again. Its
    * failure fails the delivery (an unreachable database is waited out first), so the redelivery
-   * calls it again: it must be idempotent.
+   * calls it again: it must be idempotent. `pending`: the events messages this forwarder holds
+   * besides the group's (waiting for a turn or being applied), so the hook knows more follows.
    */
-  afterApply?: (applied: { scope: string; profileIds: string[] }) => Promise<void>;
+  afterApply?: (applied: { scope: string; profileIds: string[]; pending: number }) => Promise<void>;
 }
 
 /** At most this many messages, and this many events, apply in one group's transaction. */
@@ -65,6 +66,8 @@ const _GROUP_EVENTS = 1_000;
  */
 export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => Promise<void> {
   const grouped = deps.engine.applyEventGroup !== undefined;
+  // Events messages handed to this handler and not yet settled: what the hook is told follows.
+  let held = 0;
   const forward = createBatcher<EventsMessage>({
     maxItems: grouped ? _GROUP_MESSAGES : 1,
     maxWeight: _GROUP_EVENTS,
@@ -72,7 +75,7 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
     key: (message) => JSON.stringify([message.batch.scope, message.batch.source]),
     concurrency: deps.concurrency ?? 4,
     isolates: (err) => databaseFailure(err) !== "unreachable",
-    commit: (group) => _forwardGroup(deps, group),
+    commit: (group) => _forwardGroup(deps, group, () => held - group.length),
   });
   return async function handleQueueMessage(message) {
     const job = deps.jobs?.[String((message as { kind?: unknown })?.kind)];
@@ -81,7 +84,12 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
       log("error", "unknown queue message dropped");
       return;
     }
-    await forward(message);
+    held++;
+    try {
+      await forward(message);
+    } finally {
+      held--;
+    }
   };
 }
 
@@ -90,7 +98,11 @@ export function createQueueHandler(deps: ForwarderDeps): (message: unknown) => P
  * `applyEvents`), dead-letters what the engine refused, tells `afterApply`, and retires the
  * group from the backlog. Throws when nothing was applied; a retry applies nothing twice.
  */
-async function _forwardGroup(deps: ForwarderDeps, group: EventsMessage[]): Promise<void> {
+async function _forwardGroup(
+  deps: ForwarderDeps,
+  group: EventsMessage[],
+  pending: () => number,
+): Promise<void> {
   const { engine } = deps;
   const results = await _whenReachable(
     deps,
@@ -102,7 +114,7 @@ async function _forwardGroup(deps: ForwarderDeps, group: EventsMessage[]): Promi
   for (const [i, message] of group.entries()) await _deadLetterRefused(deps, message, results[i]!);
   // The hook before the retirement: a group leaves the backlog once what it maintains is under
   // way too, so an empty backlog means every hook has run.
-  if (deps.afterApply) await _afterApply(deps, deps.afterApply, group, results);
+  if (deps.afterApply) await _afterApply(deps, deps.afterApply, group, results, pending);
   // Applied or dead-lettered: out of the backlog. Should this throw, the redelivery applies
   // nothing twice and retires the messages then.
   await deps.queue.retire(group.map((message) => message.id));
@@ -119,6 +131,7 @@ async function _afterApply(
   hook: NonNullable<ForwarderDeps["afterApply"]>,
   group: EventsMessage[],
   results: ApplyResult[][],
+  pending: () => number,
 ): Promise<void> {
   const profileIds = new Set<string>();
   group.forEach((message, m) =>
@@ -129,7 +142,7 @@ async function _afterApply(
   if (profileIds.size === 0) return;
   await _whenReachable(
     deps,
-    () => hook({ scope: group[0]!.batch.scope, profileIds: [...profileIds] }),
+    () => hook({ scope: group[0]!.batch.scope, profileIds: [...profileIds], pending: pending() }),
   );
 }
 

@@ -585,6 +585,34 @@ for (const kind of ["kv", "outbox"] as const) {
   });
 }
 
+Deno.test("forwarder: afterApply is told how many messages the forwarder holds besides the group", async () => {
+  await withForwarderStores(async (kv, sql, clock) => {
+    const engine = createEmbeddedEngine({ sql, now: clock.now });
+    const seen: { profileIds: string[]; pending: number }[] = [];
+    const handle = createQueueHandler({
+      queue: kvQueue(kv),
+      engine,
+      now: clock.now,
+      concurrency: 1,
+      afterApply: ({ profileIds, pending }) => {
+        seen.push({ profileIds: profileIds.sort(), pending });
+        return Promise.resolve();
+      },
+    });
+    // Three handed over at once, one slot: the first applies alone while the two others wait
+    // (it is told of them), then those two together (nothing follows).
+    await Promise.all([
+      handle(message([pageView("p1")])),
+      handle(message([pageView("p2")])),
+      handle(message([pageView("p3")])),
+    ]);
+    assert.deepEqual(seen, [
+      { profileIds: ["p1"], pending: 2 },
+      { profileIds: ["p2", "p3"], pending: 0 },
+    ]);
+  });
+});
+
 Deno.test("forwarder: an afterApply that fails fails the delivery; the redelivery applies nothing twice and calls it again", async () => {
   await withForwarderStores(async (kv, sql, clock) => {
     const engine = createEmbeddedEngine({ sql, now: clock.now });
