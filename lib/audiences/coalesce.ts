@@ -68,23 +68,24 @@ export function coalesceByScope(
     entry.pending >= policy.busyPending &&
     entry.ids.size < Math.min(policy.batchProfiles, entry.pending) &&
     performance.now() - entry.since < policy.maxWaitMs;
-  const company = async (entry: _Waiting) => {
-    while (holds(entry)) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, policy.maxWaitMs - (performance.now() - entry.since));
-        entry.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      entry.wake = undefined;
-    }
-  };
+  /** Resolves on the entry's next call, or once its first caller has waited the longest wait. */
+  const nextCall = (entry: _Waiting) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        entry.wake = undefined;
+        resolve();
+      }, policy.maxWaitMs - (performance.now() - entry.since));
+      entry.wake = () => {
+        clearTimeout(timer);
+        entry.wake = undefined;
+        resolve();
+      };
+    });
   const drain = async (scope: string) => {
     running.add(scope);
     try {
       for (let next = waiting.get(scope); next; next = waiting.get(scope)) {
-        if (holds(next)) await company(next);
+        while (holds(next)) await nextCall(next);
         waiting.delete(scope);
         try {
           await run(scope, [...next.ids]);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { coalesceByScope } from "../../../lib/audiences/coalesce.ts";
+import { coalesceByScope, type CoalescePolicy } from "../../../lib/audiences/coalesce.ts";
 
 Deno.test("coalesceByScope: calls arriving during a run go together into the next; scopes run apart", async () => {
   const runs: [string, string[]][] = [];
@@ -42,12 +42,18 @@ Deno.test("coalesceByScope: a failed run rejects its own callers only; the next 
 /** Lets every timer and promise due now run. */
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
-Deno.test("coalesceByScope: while a backlog follows, a run waits for company until its batch is full; a call with nothing after it starts one at once", async () => {
+/** A coalescer under `policy` whose runs record their ids (sorted) in `runs`. */
+function recording(policy: CoalescePolicy) {
   const runs: string[][] = [];
   const update = coalesceByScope((_scope, ids) => {
     runs.push([...ids].sort());
     return Promise.resolve();
-  }, { busyPending: 2, batchProfiles: 3, maxWaitMs: 60_000 });
+  }, policy);
+  return { runs, update };
+}
+
+Deno.test("coalesceByScope: while a backlog follows, a run waits for company until its batch is full; a call with nothing after it starts one at once", async () => {
+  const { runs, update } = recording({ busyPending: 2, batchProfiles: 3, maxWaitMs: 60_000 });
   const first = [
     update({ scope: "a", profileIds: ["p1"], pending: 5 }),
     update({ scope: "a", profileIds: ["p2"], pending: 5 }),
@@ -68,11 +74,7 @@ Deno.test("coalesceByScope: while a backlog follows, a run waits for company unt
 });
 
 Deno.test("coalesceByScope: a run waiting for company starts once its first caller has waited the longest wait", async () => {
-  const runs: string[][] = [];
-  const update = coalesceByScope((_scope, ids) => {
-    runs.push([...ids].sort());
-    return Promise.resolve();
-  }, { busyPending: 1, batchProfiles: 100, maxWaitMs: 30 });
+  const { runs, update } = recording({ busyPending: 1, batchProfiles: 100, maxWaitMs: 30 });
   await Promise.all([
     update({ scope: "a", profileIds: ["p1"], pending: 9 }),
     update({ scope: "a", profileIds: ["p2"], pending: 9 }),
