@@ -373,3 +373,17 @@ export async function bundleForBrowser(entry: string): Promise<string> {
   await Deno.remove(dir, { recursive: true });
   return text;
 }
+
+/** The statements `sql` sends while `fn` runs (postgres.js reads its debug option per query). */
+export async function statements(sql: Sql, fn: () => Promise<void>): Promise<string[]> {
+  const sent: string[] = [];
+  const options = sql.options as { debug?: unknown };
+  const before = options.debug;
+  options.debug = (_id: number, text: string) => void sent.push(text);
+  try {
+    await fn();
+  } finally {
+    options.debug = before;
+  }
+  return sent;
+}

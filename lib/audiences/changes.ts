@@ -12,6 +12,7 @@
  *
  * @module
  */
+import type { SqlFragment } from "../engine/conditions.ts";
 import { jsonParam, type Tx } from "../store/db.ts";
 
 /** One profile entering or leaving one segment. */
@@ -98,4 +99,74 @@ export async function appendChanges(
       select ${scope}, p, segments from merged where segments <> '{}'
       on conflict (scope, profile_id) do update set segments = excluded.segments`,
   ]);
+}
+
+/** How many profiles entered and exited segments in one write. */
+export interface ChangeCounts {
+  entered: number;
+  exited: number;
+}
+
+/**
+ * The difference between what was decided and the current memberships, appended to the feed and
+ * applied to the memberships by one statement in `tx` under the scope's membership lock, as
+ * {@linkcode appendChanges} would write it (a feed row per segment and change, exits first, its
+ * profiles in id order) without the changes passing through the caller. `decided` is a list of
+ * common table expressions defining `all_ids (id)`, the profiles decided, and `decided (k,
+ * members)`, the members among them of the segment `segmentIds[k]`. A membership of a segment
+ * not decided ends, unless the segment is in `keep`. Answers how many entered and exited.
+ */
+export async function writeDecided(
+  tx: Tx,
+  scope: string,
+  input: { decided: SqlFragment; segmentIds: readonly string[]; keep: readonly string[]; at: Date },
+): Promise<ChangeCounts> {
+  const [counts] = await tx<ChangeCounts[]>`
+    with ${input.decided},
+    current as materialized (
+      select m.profile_id, m.segments from profile_segments m
+      where m.scope = ${scope} and m.profile_id = any(array(select id from all_ids))),
+    now_in as materialized (
+      select (${[...input.segmentIds]}::text[])[d.k + 1] as segment_id, u.id as profile_id
+      from decided d cross join lateral unnest(d.members) as u(id)),
+    changed as materialized (
+      select n.segment_id, n.profile_id, 'entered' as change from now_in n
+      where not exists (select 1 from current c
+                        where c.profile_id = n.profile_id and c.segments ? n.segment_id)
+      union all
+      select s.segment_id, c.profile_id, 'exited' from current c
+      cross join lateral jsonb_object_keys(c.segments) as s(segment_id)
+      where s.segment_id <> all(${[...input.keep]}::text[])
+        and not exists (select 1 from now_in n
+                        where n.profile_id = c.profile_id and n.segment_id = s.segment_id)),
+    grouped as (
+      select segment_id, change, array_agg(profile_id order by profile_id collate "C") as ids
+      from changed group by segment_id, change),
+    logged as (
+      insert into segment_feed (scope, segment_id, change, at, profile_ids)
+      select ${scope}, g.segment_id, g.change, ${input.at}, g.ids[i:i + ${FEED_ROW_ENTRIES - 1}]
+      from grouped g
+      cross join lateral generate_series(1, cardinality(g.ids), ${FEED_ROW_ENTRIES}) as i
+      order by g.change desc, g.segment_id, i),
+    per_profile as (
+      select profile_id,
+             coalesce(array_agg(segment_id) filter (where change = 'exited'), '{}') as del,
+             coalesce(jsonb_object_agg(segment_id, ${input.at.toISOString()}::text)
+                        filter (where change = 'entered'), '{}') as add
+      from changed group by profile_id),
+    merged as (
+      select p.profile_id, (coalesce(m.segments, '{}') - p.del) || p.add as segments
+      from per_profile p left join current m on m.profile_id = p.profile_id),
+    emptied as (
+      delete from profile_segments
+      where scope = ${scope}
+        and profile_id = any(array(select profile_id from merged where segments = '{}'))),
+    written as (
+      insert into profile_segments (scope, profile_id, segments)
+      select ${scope}, profile_id, segments from merged where segments <> '{}'
+      on conflict (scope, profile_id) do update set segments = excluded.segments)
+    select count(*) filter (where change = 'entered')::int as entered,
+           count(*) filter (where change = 'exited')::int as exited
+    from changed`;
+  return counts!;
 }

@@ -12,9 +12,23 @@
 import { DomainError } from "../errors.ts";
 import { storedCondition } from "../engine/caller_condition.ts";
 import { compileCondition, type Condition } from "../engine/conditions.ts";
-import { type ReadBudget, scopeSegments, segmentsOfProfiles } from "../engine/segments.ts";
-import type { Sql, Tx } from "../store/db.ts";
-import { appendChanges, lockMembership, type MembershipChange } from "./changes.ts";
+import {
+  compileSegments,
+  type ReadBudget,
+  scopeSegments,
+  segmentArms,
+  segmentsOfProfiles,
+  type StoredSegment,
+  withinBudget,
+} from "../engine/segments.ts";
+import { databaseFailure, type Sql, type Tx } from "../store/db.ts";
+import {
+  appendChanges,
+  type ChangeCounts,
+  lockMembership,
+  type MembershipChange,
+  writeDecided,
+} from "./changes.ts";
 
 /** What membership maintenance needs. */
 export interface MembershipDeps {
@@ -34,59 +48,129 @@ export interface MembershipDeps {
  * those) against every segment of the scope in one statement, and writes the difference with
  * their current memberships: a profile that no longer exists leaves every segment, and a
  * membership of a segment that no longer exists ends. A segment not decided within the budget
- * keeps its members as they were. Answers the changes written.
+ * keeps its members as they were. Answers how many entered and exited.
+ *
+ * The evaluation and the write are one statement ({@linkcode writeDecided}), so the decisions
+ * never travel to the service and back, within half the brand's time budget. Should it fail (a
+ * segment past the budget or failing on the data), the update is made in steps within what
+ * remains ({@linkcode _inSteps}): the segments decided before the failing one are written, and
+ * the failing one keeps its members.
  */
 export async function updateMembership(
   deps: MembershipDeps,
   scope: string,
   profileIds: readonly string[],
-): Promise<MembershipChange[]> {
-  if (profileIds.length === 0) return [];
+): Promise<ChangeCounts> {
+  if (profileIds.length === 0) return { entered: 0, exited: 0 };
   return await deps.sql.begin(async (tx) => {
-    // Sent together (pipelined), one round trip: the reads run after the lock is held.
-    const [, rows, segments] = await Promise.all([
+    // Sent together (pipelined), one round trip: the read runs after the lock is held.
+    const [, segments] = await Promise.all([
       lockMembership(tx, scope),
-      _withMerged(tx, scope, profileIds),
       scopeSegments(tx, scope),
     ]);
-    const ids = rows.map((row) => row.id);
-    const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
-    const now = deps.now();
-    const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), {
-      within: tx,
-      segments,
-    });
-    const changes: MembershipChange[] = [];
-    for (const profileId of ids) {
-      const { member, unknown } = decided.get(profileId)!;
-      const before = held.get(profileId) ?? new Set<string>();
-      for (const segmentId of member) {
-        if (!before.has(segmentId)) {
-          changes.push({ segmentId, profileId, change: "entered", at: now });
-        }
-      }
-      const skip = new Set([...member, ...unknown]);
-      for (const segmentId of before) {
-        if (!skip.has(segmentId)) changes.push({ segmentId, profileId, change: "exited", at: now });
-      }
-    }
-    await appendChanges(tx, scope, changes);
-    return changes;
-  }) as MembershipChange[];
+    const read = { segments, now: deps.now() };
+    const budget = deps.budget(scope);
+    const clock = budget.clock ?? (() => performance.now());
+    const deadline = clock() + budget.timeoutMs;
+    const written = await _inOneStatement(deps.sql, tx, scope, profileIds, read, budget);
+    if (written) return written;
+    const remaining = { ...budget, timeoutMs: Math.max(0, Math.floor(deadline - clock())) };
+    return await _inSteps({ ...deps, budget: () => remaining }, tx, scope, profileIds, read);
+  }) as ChangeCounts;
+}
+
+/** What an update read under the lock: the scope's segments, and the time it decides at. */
+interface UpdateRead {
+  segments: readonly StoredSegment[];
+  now: Date;
 }
 
 /**
- * The ids asked for, the profiles they were merged into, and every id merged into those (a
- * merge deletes the absorbed profile, whose memberships end with it), in id order, each with
- * the segments it is a member of.
+ * {@linkcode updateMembership} as one statement on a permit of the brand's share, within half
+ * its time budget; null when no permit is free or the statement failed (rolled back to its
+ * savepoint). Only a database outage is thrown.
  */
-async function _withMerged(
+async function _inOneStatement(
+  sql: Sql,
   tx: Tx,
   scope: string,
-  ids: readonly string[],
-): Promise<{ id: string; held: string[] }[]> {
-  const rows = await tx<{ id: string; held: string[] }[]>`
-    with given as (select distinct x.id from unnest(${[...ids]}::text[]) as x(id)),
+  profileIds: readonly string[],
+  read: UpdateRead,
+  budget: ReadBudget,
+): Promise<ChangeCounts | null> {
+  const release = budget.permit();
+  if (!release) return null;
+  try {
+    const { arms, unparsed } = compileSegments(sql, scope, read.segments, read.now);
+    // The savepoint's `sql`: the statement runs in it.
+    const write = (sp: Sql) =>
+      writeDecided(sp as unknown as Tx, scope, {
+        decided: sp`
+          ${_withMergedIds(sp, scope, profileIds)},
+          targets as materialized (
+            select * from profiles
+            where scope = ${scope} and item_id = any(array(select id from all_ids))),
+          decided as (${segmentArms(sp, arms)})`,
+        segmentIds: arms.map((arm) => arm.id),
+        keep: unparsed,
+        at: read.now,
+      });
+    return await withinBudget(sql, tx, Math.floor(budget.timeoutMs / 2), write);
+  } catch (err) {
+    const failure = databaseFailure(err instanceof DomainError ? err.cause : err);
+    if (failure === "unreachable" || failure === "lost") throw err;
+    return null;
+  } finally {
+    release();
+  }
+}
+
+/**
+ * {@linkcode updateMembership} in steps, under the lock already taken: the memberships read,
+ * the segments evaluated (those decided before a failing one stay decided), the diff written.
+ */
+async function _inSteps(
+  deps: MembershipDeps,
+  tx: Tx,
+  scope: string,
+  profileIds: readonly string[],
+  read: UpdateRead,
+): Promise<ChangeCounts> {
+  const { now } = read;
+  const rows = await _withMerged(tx, scope, profileIds);
+  const ids = rows.map((row) => row.id);
+  const held = new Map(rows.map((row) => [row.id, new Set(row.held)]));
+  const decided = await segmentsOfProfiles(deps.sql, scope, ids, now, deps.budget(scope), {
+    within: tx,
+    segments: read.segments,
+  });
+  const changes: MembershipChange[] = [];
+  for (const profileId of ids) {
+    const { member, unknown } = decided.get(profileId)!;
+    const before = held.get(profileId) ?? new Set<string>();
+    for (const segmentId of member) {
+      if (!before.has(segmentId)) {
+        changes.push({ segmentId, profileId, change: "entered", at: now });
+      }
+    }
+    const skip = new Set([...member, ...unknown]);
+    for (const segmentId of before) {
+      if (!skip.has(segmentId)) changes.push({ segmentId, profileId, change: "exited", at: now });
+    }
+  }
+  await appendChanges(tx, scope, changes);
+  const entered = changes.filter((c) => c.change === "entered").length;
+  return { entered, exited: changes.length - entered };
+}
+
+/**
+ * Common table expressions ending with `all_ids (id)`: the ids asked for, the profiles they were
+ * merged into, and every id merged into those that still holds memberships (a merge deletes the
+ * absorbed profile, whose memberships end with it).
+ */
+function _withMergedIds(tx: Sql | Tx, scope: string, ids: readonly string[]) {
+  return tx`
+    given as (select distinct x.id from unnest(${[...ids]}::text[]) as x(id)),
     roots as (
       select id from given
       union
@@ -98,7 +182,17 @@ async function _withMerged(
       select a.alias_id from profile_aliases a join roots r on a.profile_id = r.id
       where a.scope = ${scope}
         and exists (select 1 from profile_segments m
-                    where m.scope = ${scope} and m.profile_id = a.alias_id))
+                    where m.scope = ${scope} and m.profile_id = a.alias_id))`;
+}
+
+/** The ids of {@linkcode _withMergedIds} in id order, each with the segments it is a member of. */
+async function _withMerged(
+  tx: Tx,
+  scope: string,
+  ids: readonly string[],
+): Promise<{ id: string; held: string[] }[]> {
+  const rows = await tx<{ id: string; held: string[] }[]>`
+    with ${_withMergedIds(tx, scope, ids)}
     select i.id, array(select jsonb_object_keys(m.segments) from profile_segments m
                        where m.scope = ${scope} and m.profile_id = i.id) as held
     from all_ids i`;
@@ -115,7 +209,7 @@ export async function refreshSegment(
   deps: MembershipDeps,
   scope: string,
   segmentId: string,
-): Promise<{ entered: number; exited: number }> {
+): Promise<ChangeCounts> {
   const release = deps.budget(scope).permit();
   if (!release) {
     throw new DomainError("unavailable", `the brand's share of the database is taken: ${scope}`);
@@ -159,7 +253,7 @@ export async function refreshSegment(
       await appendChanges(tx, scope, changes);
       const entered = changes.filter((c) => c.change === "entered").length;
       return { entered, exited: changes.length - entered };
-    }) as { entered: number; exited: number };
+    }) as ChangeCounts;
   } finally {
     release();
   }

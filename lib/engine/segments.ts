@@ -273,6 +273,60 @@ export async function segmentsOfProfile(
   return found.get(profileId)!;
 }
 
+/** A segment compiled for evaluation over a statement's `targets` (the profiles decided). */
+export interface SegmentArm {
+  id: string;
+  /** Holds for the profile `p`. */
+  holds: SqlFragment;
+  cost: number;
+}
+
+/**
+ * The segments compiled for evaluation, cheapest first (no patterns or probes of other tables
+ * before those with them, then by size and id), and the ids of those whose stored condition no
+ * longer parses (written before a rule changed), which cannot be decided.
+ */
+export function compileSegments(
+  sql: Sql,
+  scope: string,
+  segments: readonly StoredSegment[],
+  now: Date,
+): { arms: SegmentArm[]; unparsed: string[] } {
+  const arms: SegmentArm[] = [];
+  const unparsed: string[] = [];
+  for (const segment of segments) {
+    try {
+      const parsed = storedCondition(segment.condition, now);
+      const holds = compileCondition(sql, parsed.tree, {
+        itemType: "profile",
+        scope,
+        single: true,
+      });
+      arms.push({ id: segment.id, holds, cost: _evaluationCost(parsed.cost) });
+    } catch (err) {
+      if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
+      unparsed.push(segment.id);
+    }
+  }
+  arms.sort((a, b) => a.cost - b.cost || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { arms, unparsed };
+}
+
+/**
+ * A query of one row per arm, `k` (its index) and `members` (the ids of the `targets` it holds
+ * for), over a common table expression `targets` of the caller's. Arms run in order and each
+ * row is an aggregate, sent once its segment is decided for every profile: rows taken as they
+ * arrive stay decided when a later arm fails. No arms: no rows.
+ */
+export function segmentArms(tx: Sql, arms: readonly SegmentArm[]): SqlFragment {
+  if (arms.length === 0) return tx`select null::int as k, null::text[] as members where false`;
+  return arms.map((arm, k) =>
+    tx`select ${k}::int as k,
+         coalesce(array_agg(p.item_id) filter (where ${arm.holds}), '{}') as members
+       from targets p`
+  ).reduce((acc, arm) => tx`${acc} union all ${arm}`);
+}
+
 /**
  * The scope's segments each of `profileIds` belongs to, all segments evaluated for all the
  * profiles by one statement (a row per segment holding its members among them, read as it comes)
@@ -308,23 +362,9 @@ export async function segmentsOfProfiles(
   const members = new Map<string, Set<string>>();
   const unknown = new Set<string>();
   try {
-    const pending: { id: string; holds: SqlFragment; cost: number }[] = [];
-    for (const segment of segments) {
-      try {
-        const parsed = storedCondition(segment.condition, now);
-        const holds = compileCondition(sql, parsed.tree, {
-          itemType: "profile",
-          scope,
-          single: true,
-        });
-        pending.push({ id: segment.id, holds, cost: _evaluationCost(parsed.cost) });
-      } catch (err) {
-        if (!(err instanceof DomainError) || err.kind !== "invalid_condition") throw err;
-        // A stored tree that no longer parses: that segment alone is undecided.
-        unknown.add(segment.id);
-      }
-    }
-    pending.sort((a, b) => a.cost - b.cost || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const compiled = compileSegments(sql, scope, segments, now);
+    const pending = compiled.arms;
+    for (const id of compiled.unparsed) unknown.add(id);
     const clock = budget.clock ?? (() => performance.now());
     const deadline = clock() + budget.timeoutMs;
     let batch = pending.length;
@@ -335,19 +375,11 @@ export async function segmentsOfProfiles(
       const arms = pending.slice(0, batch);
       const decided = new Map<number, string[]>();
       try {
-        await _budgeted(sql, within, remaining, async (tx) => {
-          // One arm per segment, each one row (an aggregate) sent once the segment is decided
-          // for every profile: arms run in order, and rows are taken as they arrive, so those
-          // sent before a failure stay decided.
-          const union = arms.map((arm, k) =>
-            tx`select ${k}::int as k,
-                 coalesce(array_agg(p.item_id) filter (where ${arm.holds}), '{}') as members
-               from targets p`
-          ).reduce((acc, arm) => tx`${acc} union all ${arm}`);
+        await withinBudget(sql, within, remaining, async (tx) => {
           await tx<{ k: number; members: string[] }[]>`
             with targets as materialized (
               select * from profiles where scope = ${scope} and item_id = any(${ids}::text[]))
-            ${union}`
+            ${segmentArms(tx, arms)}`
             .forEach((row) => void decided.set(row.k, row.members));
         });
         arms.forEach((arm, k) => members.set(arm.id, new Set(decided.get(k) ?? [])));
@@ -388,7 +420,7 @@ export async function segmentsOfProfiles(
  * ({@linkcode withQueryBudget}), or in a savepoint of `within` whose statement timeout is put
  * back afterwards. `fn` sends its one statement before it first awaits.
  */
-async function _budgeted<T>(
+export async function withinBudget<T>(
   sql: Sql,
   within: Tx | undefined,
   timeoutMs: number,

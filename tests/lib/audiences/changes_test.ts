@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { appendChanges } from "../../../lib/audiences/changes.ts";
+import { appendChanges, writeDecided } from "../../../lib/audiences/changes.ts";
 import { freshDatabase } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
@@ -89,6 +89,73 @@ Deno.test("appendChanges: a feed row per segment and change holds up to 1,000 pr
     const left = await db.sql`
       select 1 from profile_segments where scope = ${A} and profile_id = 'p0001'`;
     assert.equal(left.length, 0);
+  } finally {
+    await db.close();
+  }
+});
+
+Deno.test("writeDecided: writes the diff as appendChanges does (exits first, a row per segment and change of up to 1,000 profiles in id order); a segment not decided ends unless kept", async () => {
+  const db = await freshDatabase();
+  try {
+    const profiles = Array.from({ length: 1_500 }, (_, i) => `p${String(i).padStart(4, "0")}`);
+    await db.sql.begin((tx) =>
+      appendChanges(tx, A, [
+        { segmentId: "s1", profileId: "p0000", change: "entered", at: T1 },
+        { segmentId: "s3", profileId: "p0000", change: "entered", at: T1 },
+        { segmentId: "s4", profileId: "p0001", change: "entered", at: T1 },
+        { segmentId: "s4", profileId: "p9999", change: "entered", at: T1 },
+      ])
+    );
+    // s1 now holds for every profile but p0000, s2 for p0000 alone; s3 was not decided but is
+    // kept; s4 was not decided.
+    const counts = await db.sql.begin((tx) =>
+      writeDecided(tx, A, {
+        decided: tx`
+          all_ids (id) as (select unnest(${[...profiles, "p9999"]}::text[])),
+          decided (k, members) as (
+            values (0, ${profiles.slice(1)}::text[]), (1, array['p0000']))`,
+        segmentIds: ["s1", "s2"],
+        keep: ["s3"],
+        at: T2,
+      })
+    );
+    assert.deepEqual(counts, { entered: 1_500, exited: 3 });
+    const rows = await db.sql<{ segment_id: string; change: string; n: number }[]>`
+      select segment_id, change, cardinality(profile_ids) as n from segment_feed where at = ${T2}
+      order by seq`;
+    assert.deepEqual(rows.map((r) => [r.segment_id, r.change, r.n]), [
+      ["s1", "exited", 1],
+      ["s4", "exited", 2],
+      ["s1", "entered", 1_000],
+      ["s1", "entered", 499],
+      ["s2", "entered", 1],
+    ]);
+    const entered = await db.sql<{ profile_id: string }[]>`
+      select profile_id from segment_changes
+      where segment_id = 's1' and change = 'entered' and at = ${T2} order by position`;
+    assert.deepEqual(entered.map((r) => r.profile_id), profiles.slice(1));
+    const held = await db.sql<{ profile_id: string; segments: Record<string, string> }[]>`
+      select profile_id, segments from profile_segments
+      where scope = ${A} and profile_id in ('p0000', 'p0001', 'p9999') order by profile_id`;
+    assert.deepEqual(held.map((r) => [r.profile_id, r.segments]), [
+      ["p0000", { s2: T2.toISOString(), s3: T1.toISOString() }],
+      ["p0001", { s1: T2.toISOString() }],
+    ]);
+    // Nothing changed: nothing written.
+    const again = await db.sql.begin((tx) =>
+      writeDecided(tx, A, {
+        decided: tx`
+          all_ids (id) as (select unnest(${profiles}::text[])),
+          decided (k, members) as (
+            values (0, ${profiles.slice(1)}::text[]), (1, array['p0000']))`,
+        segmentIds: ["s1", "s2"],
+        keep: ["s3"],
+        at: T2,
+      })
+    );
+    assert.deepEqual(again, { entered: 0, exited: 0 });
+    const [count] = await db.sql<{ n: number }[]>`select count(*)::int as n from segment_feed`;
+    assert.equal(count!.n, 3 + 5);
   } finally {
     await db.close();
   }

@@ -6,12 +6,13 @@ import {
   refreshSegment,
   updateMembership,
 } from "../../../lib/audiences/membership.ts";
+import { appendChanges } from "../../../lib/audiences/changes.ts";
 import { createEmbeddedEngine } from "../../../lib/engine/embedded.ts";
 import type { IngestEvent } from "../../../lib/engine/engine.ts";
 import { createSegment, updateSegment } from "../../../lib/engine/segments.ts";
 import type { Condition } from "../../../lib/engine/conditions.ts";
 import type { Sql } from "../../../lib/store/db.ts";
-import { freshDatabase, type TestClock, testClock } from "../../test_support.ts";
+import { freshDatabase, statements, type TestClock, testClock } from "../../test_support.ts";
 
 const A = "acme.myshopify.com";
 const B = "other.myshopify.com";
@@ -100,14 +101,19 @@ Deno.test("updateMembership: touched profiles enter and exit every segment of th
     const otherAdults = await f.define(B, "adults", ageAtLeast(18));
     await f.setAges(A, { p1: 30, p2: 70, p3: 10 });
     await f.setAges(B, { p1: 40 });
-    const changes = await updateMembership(f.deps, A, ["p1", "p2", "p3"]);
-    assert.equal(changes.length, 3);
+    assert.deepEqual(await updateMembership(f.deps, A, ["p1", "p2", "p3"]), {
+      entered: 3,
+      exited: 0,
+    });
     assert.deepEqual(await f.members(A, adults), ["p1", "p2"]);
     assert.deepEqual(await f.members(A, seniors), ["p2"]);
     // Brand B's segment is not evaluated for brand A's touched profiles.
     assert.deepEqual(await f.members(B, otherAdults), []);
     // Unchanged data (a redelivery) writes nothing.
-    assert.deepEqual(await updateMembership(f.deps, A, ["p1", "p2", "p3"]), []);
+    assert.deepEqual(await updateMembership(f.deps, A, ["p1", "p2", "p3"]), {
+      entered: 0,
+      exited: 0,
+    });
     await f.setAges(A, { p2: 40, p3: 20 });
     await updateMembership(f.deps, A, ["p2", "p3"]);
     assert.deepEqual(await f.members(A, adults), ["p1", "p2", "p3"]);
@@ -123,11 +129,63 @@ Deno.test("updateMembership: touched profiles enter and exit every segment of th
   });
 });
 
+Deno.test("updateMembership: one statement evaluates every segment and writes the diff", async () => {
+  await withFixture(async (f) => {
+    const adults = await f.define(A, "adults", ageAtLeast(18));
+    await f.define(A, "seniors", ageAtLeast(65));
+    await f.setAges(A, { p1: 30, p2: 70 });
+    const sent = await statements(f.sql, async () => {
+      assert.deepEqual(await updateMembership(f.deps, A, ["p1", "p2"]), { entered: 3, exited: 0 });
+    });
+    const writes = sent.filter((text) => /\bsegment_feed\b/.test(text));
+    assert.equal(writes.length, 1);
+    assert.match(writes[0]!, /\bprofiles\b/);
+    assert.equal(sent.filter((text) => /\bprofiles\b/.test(text)).length, 1);
+    assert.deepEqual(await f.members(A, adults), ["p1", "p2"]);
+  });
+});
+
+Deno.test("updateMembership: a segment failing on the data keeps its members; the others are decided and written in steps", async () => {
+  await withFixture(async (f) => {
+    const adults = await f.define(A, "adults", ageAtLeast(18));
+    const broken = await f.define(A, "broken", {
+      type: "profilePropertyCondition",
+      parameterValues: {
+        propertyName: "properties.age",
+        comparisonOperator: "lessThan",
+        propertyValueDate: "2020-01-01T00:00:00Z",
+      },
+    });
+    await f.setAges(A, { p1: 30, p2: 10 });
+    await updateMembership(f.deps, A, ["p1", "p2"]);
+    await f.sql.begin((tx) =>
+      appendChanges(tx, A, [
+        { segmentId: broken, profileId: "p2", change: "entered", at: f.clock.now() },
+      ])
+    );
+    // The broken segment's date helper now raises, as a data error would.
+    await f.sql.unsafe(`
+      create or replace function cdp_try_timestamptz(value text) returns timestamptz
+      language plpgsql immutable strict parallel safe as $fn$
+      begin
+        raise exception 'invalid input' using errcode = '22007';
+      end $fn$`);
+    await f.setAges(A, { p1: 10, p2: 30 });
+    const sent = await statements(f.sql, async () => {
+      assert.deepEqual(await updateMembership(f.deps, A, ["p1", "p2"]), { entered: 1, exited: 1 });
+    });
+    assert.ok(sent.some((text) => /jsonb_to_recordset/.test(text)), "written in steps");
+    assert.deepEqual(await f.members(A, adults), ["p2"]);
+    assert.deepEqual(await f.members(A, broken), ["p2"]);
+    assert.deepEqual((await f.feed(A)).slice(-2), ["exited adults p1", "entered adults p2"]);
+  });
+});
+
 Deno.test("updateMembership: without a permit of the brand's share nothing is decided and nothing changes", async () => {
   await withFixture(async (f) => {
     const adults = await f.define(A, "adults", ageAtLeast(18));
     await f.setAges(A, { p1: 30 });
-    assert.deepEqual(await updateMembership(f.deps, A, ["p1"]), []);
+    assert.deepEqual(await updateMembership(f.deps, A, ["p1"]), { entered: 0, exited: 0 });
     assert.deepEqual(await f.members(A, adults), []);
   }, () => null);
 });

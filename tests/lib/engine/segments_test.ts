@@ -25,7 +25,7 @@ import { segmentCondition } from "../../../lib/engine/caller_condition.ts";
 import { type Condition, scopePredicate } from "../../../lib/engine/conditions.ts";
 import { DomainError } from "../../../lib/errors.ts";
 import { toHttpError } from "../../../lib/http/errors.ts";
-import { DATABASE_URL, freshDatabase } from "../../test_support.ts";
+import { DATABASE_URL, freshDatabase, statements } from "../../test_support.ts";
 import { slowSegments } from "../../fixtures/slow_patterns.ts";
 
 const A = "acme.myshopify.com";
@@ -754,20 +754,6 @@ async function storeUnchecked(sql: Sql, key: string, raw: Condition): Promise<vo
     insert into segments (scope, id, name, condition, created_at, updated_at)
     values (${A}, ${segmentId(A, key)}, ${key},
             ${JSON.stringify(raw)}::text::json, now(), now())`;
-}
-
-/** The statements `sql` sends while `fn` runs (postgres.js reads its debug option per query). */
-async function statements(sql: Sql, fn: () => Promise<void>): Promise<string[]> {
-  const sent: string[] = [];
-  const options = sql.options as { debug?: unknown };
-  const before = options.debug;
-  options.debug = (_id: number, text: string) => void sent.push(text);
-  try {
-    await fn();
-  } finally {
-    options.debug = before;
-  }
-  return sent;
 }
 
 Deno.test("segmentsOfProfile: one statement decides every segment of the brand, on one permit", async () => {
