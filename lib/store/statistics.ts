@@ -11,13 +11,18 @@
  */
 import type { Sql } from "./db.ts";
 
-/** The tables whose plans depend on their size: the engine's, commerce's and the summaries. */
+/**
+ * The tables whose plans depend on their size: the engine's, segment membership's, commerce's
+ * and the summaries.
+ */
 export const ANALYZED_TABLES = [
   "profiles",
   "profile_aliases",
   "sessions",
   "events",
   "segments",
+  "profile_segments",
+  "segment_feed",
   "contacts",
   "orders",
   "subscriptions",
