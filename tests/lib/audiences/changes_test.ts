@@ -5,6 +5,8 @@ import { freshDatabase } from "../../test_support.ts";
 const A = "acme.myshopify.com";
 const T1 = new Date("2026-11-21T12:00:00.000Z");
 const T2 = new Date("2026-11-21T12:01:00.000Z");
+/** More profiles than one feed row holds. */
+const profiles = Array.from({ length: 1_500 }, (_, i) => `p${String(i).padStart(4, "0")}`);
 
 Deno.test("appendChanges: appends the feed in order and applies it to the members", async () => {
   const db = await freshDatabase();
@@ -47,7 +49,6 @@ Deno.test("appendChanges: appends the feed in order and applies it to the member
 Deno.test("appendChanges: a feed row per segment and change holds up to 1,000 profiles; positions and ids follow the feed's order", async () => {
   const db = await freshDatabase();
   try {
-    const profiles = Array.from({ length: 1_500 }, (_, i) => `p${String(i).padStart(4, "0")}`);
     await db.sql.begin((tx) =>
       appendChanges(tx, A, [
         ...profiles.map((profileId) => ({
@@ -97,7 +98,6 @@ Deno.test("appendChanges: a feed row per segment and change holds up to 1,000 pr
 Deno.test("writeDecided: writes the diff as appendChanges does (exits first, a row per segment and change of up to 1,000 profiles in id order); a segment not decided ends unless kept", async () => {
   const db = await freshDatabase();
   try {
-    const profiles = Array.from({ length: 1_500 }, (_, i) => `p${String(i).padStart(4, "0")}`);
     await db.sql.begin((tx) =>
       appendChanges(tx, A, [
         { segmentId: "s1", profileId: "p0000", change: "entered", at: T1 },
@@ -108,17 +108,19 @@ Deno.test("writeDecided: writes the diff as appendChanges does (exits first, a r
     );
     // s1 now holds for every profile but p0000, s2 for p0000 alone; s3 was not decided but is
     // kept; s4 was not decided.
-    const counts = await db.sql.begin((tx) =>
-      writeDecided(tx, A, {
-        decided: tx`
-          all_ids (id) as (select unnest(${[...profiles, "p9999"]}::text[])),
-          decided (k, members) as (
-            values (0, ${profiles.slice(1)}::text[]), (1, array['p0000']))`,
-        segmentIds: ["s1", "s2"],
-        keep: ["s3"],
-        at: T2,
-      })
-    );
+    const decide = (ids: string[]) =>
+      db.sql.begin((tx) =>
+        writeDecided(tx, A, {
+          decided: tx`
+            all_ids (id) as (select unnest(${ids}::text[])),
+            decided (k, members) as (
+              values (0, ${profiles.slice(1)}::text[]), (1, array['p0000']))`,
+          segmentIds: ["s1", "s2"],
+          keep: ["s3"],
+          at: T2,
+        })
+      );
+    const counts = await decide([...profiles, "p9999"]);
     assert.deepEqual(counts, { entered: 1_500, exited: 3 });
     const rows = await db.sql<{ segment_id: string; change: string; n: number }[]>`
       select segment_id, change, cardinality(profile_ids) as n from segment_feed where at = ${T2}
@@ -142,17 +144,7 @@ Deno.test("writeDecided: writes the diff as appendChanges does (exits first, a r
       ["p0001", { s1: T2.toISOString() }],
     ]);
     // Nothing changed: nothing written.
-    const again = await db.sql.begin((tx) =>
-      writeDecided(tx, A, {
-        decided: tx`
-          all_ids (id) as (select unnest(${profiles}::text[])),
-          decided (k, members) as (
-            values (0, ${profiles.slice(1)}::text[]), (1, array['p0000']))`,
-        segmentIds: ["s1", "s2"],
-        keep: ["s3"],
-        at: T2,
-      })
-    );
+    const again = await decide(profiles);
     assert.deepEqual(again, { entered: 0, exited: 0 });
     const [count] = await db.sql<{ n: number }[]>`select count(*)::int as n from segment_feed`;
     assert.equal(count!.n, 3 + 5);
