@@ -159,6 +159,11 @@ async function _inSteps(
     }
   }
   await appendChanges(tx, scope, changes);
+  return _counts(changes);
+}
+
+/** How many of `changes` are entries and how many exits. */
+function _counts(changes: readonly MembershipChange[]): ChangeCounts {
   const entered = changes.filter((c) => c.change === "entered").length;
   return { entered, exited: changes.length - entered };
 }
@@ -251,8 +256,7 @@ export async function refreshSegment(
         at: now,
       }));
       await appendChanges(tx, scope, changes);
-      const entered = changes.filter((c) => c.change === "entered").length;
-      return { entered, exited: changes.length - entered };
+      return _counts(changes);
     }) as ChangeCounts;
   } finally {
     release();
