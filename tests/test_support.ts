@@ -18,7 +18,7 @@ import {
   createKvQueue,
   type EventsMessage,
   type IngestQueue,
-  type IngestQueueOptions,
+  type KvQueueOptions,
   type QueueBatch,
 } from "../lib/ingest/queue.ts";
 import { createIngestQueue } from "../lib/runtime/runtime.ts";
@@ -346,7 +346,7 @@ export async function withBrandDatabase(
 }
 
 /** Deno KV's queue over `kv`, as the app builds it (ids from `newId`, retries on `backoffMs`). */
-export function kvQueue(kv: Deno.Kv, options: Partial<IngestQueueOptions> = {}): IngestQueue {
+export function kvQueue(kv: Deno.Kv, options: Partial<KvQueueOptions> = {}): IngestQueue {
   return createKvQueue(kv, { newId: monotonicFactory(), ...options });
 }
 

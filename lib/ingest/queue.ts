@@ -258,10 +258,22 @@ export abstract class KvBackedQueue implements IngestQueue {
   }
 }
 
+/** What Deno KV's own queue is built with besides {@linkcode IngestQueueOptions}. */
+export interface KvQueueOptions extends IngestQueueOptions {
+  /** Opens the queue's KV file again (a local file only): see {@linkcode createKvQueue}. */
+  reopen?: () => Promise<Deno.Kv>;
+}
+
 /** Deno KV's own queue (`INGEST_QUEUE=kv`), the default beside a local KV file. */
 class _KvQueue extends KvBackedQueue {
   readonly kind = "kv" as const;
   #stopped = false;
+  readonly #reopen: (() => Promise<Deno.Kv>) | undefined;
+
+  constructor(kv: Deno.Kv, options: KvQueueOptions) {
+    super(kv, options);
+    this.#reopen = options.reopen;
+  }
 
   protected write(op: Deno.AtomicOperation, message: unknown, options: SendOptions): void {
     op.enqueue(message, {
@@ -281,12 +293,40 @@ class _KvQueue extends KvBackedQueue {
       if ((message as { kind?: unknown })?.kind === _WAKE.kind) return;
       return handler(message);
     });
-    if (options.wakeMs === undefined) return listening;
-    const timer = setInterval(() => {
-      // A failed wake-up (the store closing) only delays delivery until the next one.
-      if (!this.#stopped) this.kv.enqueue(_WAKE).catch(() => {});
-    }, options.wakeMs);
-    return listening.finally(() => clearInterval(timer));
+    const reopen = this.#reopen;
+    const reclaim = reopen && setTimeout(() => this.#reclaimHeld(reopen), _HELD_MS);
+    const wake = options.wakeMs !== undefined &&
+      setInterval(() => this.#wake(), options.wakeMs);
+    return listening.finally(() => {
+      if (reclaim) clearTimeout(reclaim);
+      if (wake) clearInterval(wake);
+    });
+  }
+
+  /**
+   * Hands back the messages a crashed process held. Deno KV's SQLite backend returns a message
+   * whose holder stopped renewing it when a handle on the file opens, or at the open handles'
+   * once-a-minute cleanup; a service restarted right after a `kill -9` opens the file before the
+   * dead process's hold lapses, so without this its messages would wait for that cleanup. A second
+   * handle opened once the hold has lapsed does the returning; the wake-up then has this
+   * listener look again. A failure only leaves the messages to the minute's cleanup.
+   */
+  async #reclaimHeld(reopen: () => Promise<Deno.Kv>): Promise<void> {
+    try {
+      const other = await reopen();
+      try {
+        // Answered only after the handle's opening pass over held messages.
+        await other.get(ingestBacklogCounterKey("enqueued"));
+      } finally {
+        other.close();
+      }
+      this.#wake();
+    } catch { /* the minute's cleanup returns them */ }
+  }
+
+  #wake(): void {
+    // A failed wake-up (the store closing) only delays delivery until the next one.
+    if (!this.#stopped) this.kv.enqueue(_WAKE).catch(() => {});
   }
 
   drained(): Promise<void> {
@@ -302,12 +342,20 @@ class _KvQueue extends KvBackedQueue {
 const _WAKE = { kind: "wake" } as const;
 
 /**
+ * How long after it starts consuming a queue reclaims the messages a crashed process held: Deno
+ * KV's SQLite backend holds a message for 5 s past its holder's last renewal.
+ */
+const _HELD_MS = 6_000;
+
+/**
  * The ingest queue on Deno KV's own queue. `consume(handler, { wakeMs })` also enqueues a
  * wake-up message every `wakeMs`: Deno KV's SQLite backend wakes a listener only for its own
  * process's enqueues, so a forwarder in a process of its own would otherwise not see the
- * service's messages for minutes.
+ * service's messages for minutes. With `reopen`, a consumer also reclaims, once, the messages a
+ * crashed process held when it died (a restart after `kill -9`), seconds after it starts instead
+ * of at the backend's once-a-minute cleanup.
  */
-export function createKvQueue(kv: Deno.Kv, options: IngestQueueOptions): IngestQueue {
+export function createKvQueue(kv: Deno.Kv, options: KvQueueOptions): IngestQueue {
   return new _KvQueue(kv, options);
 }
 

@@ -75,7 +75,7 @@ export async function openRuntime(
   const stores = await openStores(config, options);
   const newId = ulidSource();
   const now = () => new Date();
-  const queue = createIngestQueue(stores.kv, config, newId);
+  const queue = createIngestQueue(stores.kv, config, newId, stores.reopenKv);
   const hasher = lazyIdentifierHasher(stores.kv, config.tokenEncryptionKey);
   const cipher = lazyTokenCipher(stores.kv, config.tokenEncryptionKey);
   const engine = createEmbeddedEngine({
@@ -157,7 +157,10 @@ export async function openRuntime(
   };
 }
 
-/** The ingest queue `config.ingestQueue` names, over `kv`, with the backlog bound and retries. */
+/**
+ * The ingest queue `config.ingestQueue` names, over `kv`, with the backlog bound and retries;
+ * `reopenKv` opens `kv`'s file again (see `createKvQueue`).
+ */
 export function createIngestQueue(
   kv: Deno.Kv,
   config: Pick<
@@ -165,6 +168,7 @@ export function createIngestQueue(
     "ingestQueue" | "ingestRetryBackoffMs" | "ingestMaxBacklog" | "forwarderConcurrency"
   >,
   newId: () => string,
+  reopenKv?: () => Promise<Deno.Kv>,
 ): IngestQueue {
   const options = {
     newId,
@@ -173,7 +177,7 @@ export function createIngestQueue(
   };
   return config.ingestQueue === "outbox"
     ? createOutboxQueue(kv, { ...options, concurrency: config.forwarderConcurrency })
-    : createKvQueue(kv, options);
+    : createKvQueue(kv, { ...options, reopen: reopenKv });
 }
 
 /**

@@ -20,6 +20,8 @@ export interface Stores {
   kv: Deno.Kv;
   sql: Sql;
   database: Database;
+  /** Opens the KV file again: a second handle, for a local file only (`createKvQueue`'s `reopen`). */
+  reopenKv?: () => Promise<Deno.Kv>;
   close(): Promise<void>;
 }
 
@@ -45,10 +47,12 @@ export async function openStores(
       });
     }
     const opened = kv;
+    const path = config.kvPath;
     return {
       kv: opened,
       sql: database.sql,
       database,
+      reopenKv: _isLocalFile(path) ? () => Deno.openKv(path) : undefined,
       async close() {
         opened.close();
         await database.close();
@@ -83,7 +87,7 @@ async function _openDatabase(
 async function _openKv(config: Config): Promise<Deno.Kv> {
   const path = config.kvPath;
   try {
-    if (path !== undefined && path !== ":memory:" && !/^https?:\/\//.test(path)) {
+    if (_isLocalFile(path)) {
       const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
       await Deno.mkdir(dir || "/", { recursive: true });
     }
@@ -92,4 +96,9 @@ async function _openKv(config: Config): Promise<Deno.Kv> {
     const where = path === undefined ? "the default Deno KV database" : `Deno KV at ${path}`;
     throw new StoreOpenError("kv", "KV_PATH", `${where} cannot be opened: ${err}`, { cause: err });
   }
+}
+
+/** Whether KV at `path` is a file on this machine (not `:memory:`, a KV Connect URL or the default). */
+function _isLocalFile(path: string | undefined): path is string {
+  return path !== undefined && path !== ":memory:" && !/^https?:\/\//.test(path);
 }

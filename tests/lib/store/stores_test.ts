@@ -59,3 +59,31 @@ Deno.test("openStores: MIGRATE=off opens the stores without migrating", async ()
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("openStores: reopenKv opens the same local KV file again; none for :memory:", async () => {
+  const dir = await Deno.makeTempDir();
+  const database = DATABASE_URL ? await freshDatabase() : undefined;
+  try {
+    const env = { DATA_DIR: dir, DATABASE_URL: database?.url ?? "" };
+    const inMemory = await openStores(loadConfig({ ...env, KV_PATH: ":memory:" }), {
+      serve: false,
+    });
+    await inMemory.close();
+    assert.equal(inMemory.reopenKv, undefined);
+    const stores = await openStores(loadConfig(env), { serve: false });
+    try {
+      await stores.kv.set(["reopened"], 1);
+      const again = await stores.reopenKv!();
+      try {
+        assert.equal((await again.get(["reopened"])).value, 1);
+      } finally {
+        again.close();
+      }
+    } finally {
+      await stores.close();
+    }
+  } finally {
+    await database?.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
