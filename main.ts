@@ -8,10 +8,7 @@ import { createApp } from "./routes/app.ts";
 import { COMMANDS } from "./lib/admin/command_table.ts";
 import { log, setLogLevel } from "./lib/log.ts";
 import { startStatisticsRefresh } from "./lib/store/statistics.ts";
-import {
-  guardStrayConnectionFailures,
-  STRAY_CONNECTION_FAILURE,
-} from "./lib/store/stray_failures.ts";
+import { guardStrayConnectionFailures } from "./lib/store/stray_failures.ts";
 import { failStart, loadConfigOrFail } from "./lib/start_failure.ts";
 import type { IngestQueue } from "./lib/ingest/queue.ts";
 import { openRuntime } from "./lib/runtime/runtime.ts";
@@ -41,7 +38,7 @@ if (typeof Deno.cron === "function") {
 }
 
 // A database restart can leave the driver's socket rejecting a promise nobody awaits.
-guardStrayConnectionFailures((error) => log("warn", STRAY_CONNECTION_FAILURE, { error }));
+guardStrayConnectionFailures();
 
 const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);

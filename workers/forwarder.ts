@@ -6,16 +6,13 @@
 import { log, setLogLevel } from "../lib/log.ts";
 import { failStart, loadConfigOrFail } from "../lib/start_failure.ts";
 import { openRuntime } from "../lib/runtime/runtime.ts";
-import {
-  guardStrayConnectionFailures,
-  STRAY_CONNECTION_FAILURE,
-} from "../lib/store/stray_failures.ts";
+import { guardStrayConnectionFailures } from "../lib/store/stray_failures.ts";
 
 // A delivery waiting for the database must not hold the process: it ends within this.
 const _SHUTDOWN_MS = 10_000;
 
 // A database restart can leave the driver's socket rejecting a promise nobody awaits.
-guardStrayConnectionFailures((error) => log("warn", STRAY_CONNECTION_FAILURE, { error }));
+guardStrayConnectionFailures();
 
 const config = loadConfigOrFail(Deno.env.toObject());
 setLogLevel(config.logLevel);

@@ -9,18 +9,19 @@
  *
  * @module
  */
+import { log } from "../log.ts";
 import { databaseFailure } from "./db.ts";
-
-/** The log line of a stray connection failure, the same from every process. */
-export const STRAY_CONNECTION_FAILURE =
-  "database connection failure reached no handler; the process goes on";
 
 /**
  * Keeps database connection failures that reach no handler from ending the process: each is
- * reported to `warn` instead; any other unhandled rejection is left alone. Answers the function
- * that removes the guard.
+ * reported to `warn` (by default a warning in the log, the same line from every process)
+ * instead; any other unhandled rejection is left alone. Answers the function that removes the
+ * guard.
  */
-export function guardStrayConnectionFailures(warn: (error: string) => void): () => void {
+export function guardStrayConnectionFailures(
+  warn: (error: string) => void = (error) =>
+    log("warn", "database connection failure reached no handler; the process goes on", { error }),
+): () => void {
   const listener = (event: PromiseRejectionEvent) => {
     const failure = databaseFailure(event.reason);
     if (failure !== "lost" && failure !== "unreachable") return;
