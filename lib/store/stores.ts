@@ -52,7 +52,7 @@ export async function openStores(
       kv: opened,
       sql: database.sql,
       database,
-      reopenKv: _isLocalFile(path) ? () => Deno.openKv(path) : undefined,
+      reopenKv: _isLocalFile(path) ? () => openKv(path) : undefined,
       async close() {
         opened.close();
         await database.close();
